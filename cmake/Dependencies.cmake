@@ -1,0 +1,25 @@
+# Finds Strata's dependencies, all from Debian packages (scripts/setup installs them).
+
+find_package(OpenMP REQUIRED)
+find_package(fmt REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(tomlplusplus REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(nlohmann_json REQUIRED)
+
+# OpenBLAS is linked by its full path, never through libblas.so.3: Debian's alternatives may
+# point that name at the slow reference BLAS. The OpenMP build shares libgomp with our kernels,
+# so its threads and ours do not fight.
+set(STRATA_OPENBLAS_DIR "/usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp"
+    CACHE PATH "Directory holding the OpenMP build of libopenblas")
+find_library(STRATA_OPENBLAS_LIBRARY NAMES openblas PATHS "${STRATA_OPENBLAS_DIR}" NO_DEFAULT_PATH)
+find_path(STRATA_OPENBLAS_INCLUDE NAMES cblas.h
+          PATHS "/usr/include/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp" NO_DEFAULT_PATH)
+if(NOT STRATA_OPENBLAS_LIBRARY OR NOT STRATA_OPENBLAS_INCLUDE)
+  message(FATAL_ERROR "OpenBLAS (OpenMP build) not found under ${STRATA_OPENBLAS_DIR}; run scripts/setup "
+                      "(package libopenblas-openmp-dev) or set STRATA_OPENBLAS_DIR.")
+endif()
+add_library(strata_openblas INTERFACE)
+target_link_libraries(strata_openblas INTERFACE "${STRATA_OPENBLAS_LIBRARY}")
+target_include_directories(strata_openblas SYSTEM INTERFACE "${STRATA_OPENBLAS_INCLUDE}")
+message(STATUS "Strata BLAS: ${STRATA_OPENBLAS_LIBRARY}")
