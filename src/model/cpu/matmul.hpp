@@ -1,0 +1,15 @@
+// A linear layer as torch.nn.Linear: out = inp W^T + b, with W stored (out_features, in_features).
+#pragma once
+
+namespace strata::cpu {
+
+// out(rows x oc) = inp(rows x c) W(oc x c)^T + bias(oc); bias may be null.
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int rows, int c,
+                    int oc);
+
+// dinp = dout W (overwritten; skipped when null); dweight += dout^T inp; dbias += column sums of
+// dout (skipped when null).
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int rows, int c, int oc);
+
+}  // namespace strata::cpu

@@ -1,0 +1,174 @@
+// GPT-2 forward/backward orchestration over the CPU kernels.
+#include "model/gpt.hpp"
+
+#include "core/error.hpp"
+#include "model/cpu/attention.hpp"
+#include "model/cpu/elementwise.hpp"
+#include "model/cpu/embedding.hpp"
+#include "model/cpu/gelu.hpp"
+#include "model/cpu/layernorm.hpp"
+#include "model/cpu/matmul.hpp"
+#include "model/cpu/softmax_cross_entropy.hpp"
+
+namespace strata {
+
+Gpt::Gpt(const GptConfig& config, int batch, int seq_len) : layout_(config), batch_(batch), seq_len_(seq_len) {
+  STRATA_REQUIRE(batch >= 1, "batch size must be at least 1 (got {})", batch);
+  STRATA_REQUIRE(seq_len >= 1 && seq_len <= config.context_length,
+                 "sequence length {} must be between 1 and the model's context length {}", seq_len,
+                 config.context_length);
+  const std::size_t bt = tokens_per_batch();
+  const std::size_t c = config.n_embd;
+  const std::size_t nh = config.n_head;
+  const std::size_t t = seq_len;
+  tokens_.resize(bt);
+  targets_.resize(bt);
+  encoded_ = AlignedBuffer<float>(bt * c);
+  layers_.resize(config.n_layer);
+  for (auto& a : layers_) {
+    a.ln1 = AlignedBuffer<float>(bt * c);
+    a.ln1_mean = AlignedBuffer<float>(bt);
+    a.ln1_rstd = AlignedBuffer<float>(bt);
+    a.qkv = AlignedBuffer<float>(bt * 3 * c);
+    a.atty = AlignedBuffer<float>(bt * c);
+    a.att = AlignedBuffer<float>(static_cast<std::size_t>(batch) * nh * t * t);
+    a.residual2 = AlignedBuffer<float>(bt * c);
+    a.ln2 = AlignedBuffer<float>(bt * c);
+    a.ln2_mean = AlignedBuffer<float>(bt);
+    a.ln2_rstd = AlignedBuffer<float>(bt);
+    a.fch = AlignedBuffer<float>(bt * 4 * c);
+    a.fch_gelu = AlignedBuffer<float>(bt * 4 * c);
+    a.output = AlignedBuffer<float>(bt * c);
+  }
+  lnf_ = AlignedBuffer<float>(bt * c);
+  lnf_mean_ = AlignedBuffer<float>(bt);
+  lnf_rstd_ = AlignedBuffer<float>(bt);
+  logits_ = AlignedBuffer<float>(bt * static_cast<std::size_t>(config.padded_vocab_size()));
+  lse_ = AlignedBuffer<float>(bt);
+  losses_ = AlignedBuffer<float>(bt);
+  proj_ = AlignedBuffer<float>(bt * c);
+  dresidual_ = AlignedBuffer<float>(bt * c);
+  dln_ = AlignedBuffer<float>(bt * c);
+  datty_ = AlignedBuffer<float>(bt * c);
+  dqkv_ = AlignedBuffer<float>(bt * 3 * c);
+  dfch_ = AlignedBuffer<float>(bt * 4 * c);
+}
+
+const float* Gpt::layer_input(int layer) const {
+  return layer == 0 ? encoded_.data() : layers_[static_cast<std::size_t>(layer - 1)].output.data();
+}
+
+void Gpt::embedding_forward(const float* embedding_unit, std::span<const std::int32_t> tokens) {
+  STRATA_REQUIRE(tokens.size() == tokens_.size(), "expected {} input tokens, got {}", tokens_.size(),
+                 tokens.size());
+  std::copy(tokens.begin(), tokens.end(), tokens_.begin());
+  const auto e = embedding_view(layout_.unit(ModelLayout::kEmbeddingUnit), embedding_unit);
+  cpu::embedding_forward(encoded_.data(), tokens_.data(), e.wte, e.wpe, batch_, seq_len_, config().n_embd);
+}
+
+void Gpt::block_forward(int layer, const float* block_unit) {
+  const int bt = static_cast<int>(tokens_per_batch());
+  const int c = config().n_embd;
+  const auto w = block_view(layout_.unit(layout_.block_unit(layer)), block_unit);
+  LayerActivations& a = layers_[static_cast<std::size_t>(layer)];
+  const float* x = layer_input(layer);
+
+  cpu::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w.ln1_w, w.ln1_b, bt, c);
+  cpu::matmul_forward(a.qkv.data(), a.ln1.data(), w.qkv_w, w.qkv_b, bt, c, 3 * c);
+  cpu::attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), batch_, seq_len_, c, config().n_head);
+  cpu::matmul_forward(proj_.data(), a.atty.data(), w.attn_proj_w, w.attn_proj_b, bt, c, c);
+  cpu::add(a.residual2.data(), x, proj_.data(), a.residual2.size());
+  cpu::layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.residual2.data(), w.ln2_w,
+                         w.ln2_b, bt, c);
+  cpu::matmul_forward(a.fch.data(), a.ln2.data(), w.fc_w, w.fc_b, bt, c, 4 * c);
+  cpu::gelu_forward(a.fch_gelu.data(), a.fch.data(), a.fch.size());
+  cpu::matmul_forward(proj_.data(), a.fch_gelu.data(), w.fc_proj_w, w.fc_proj_b, bt, 4 * c, c);
+  cpu::add(a.output.data(), a.residual2.data(), proj_.data(), a.output.size());
+}
+
+float Gpt::head_forward(const float* final_norm_unit, const float* embedding_unit,
+                        std::span<const std::int32_t> targets) {
+  STRATA_REQUIRE(targets.size() == targets_.size(), "expected {} target tokens, got {}", targets_.size(),
+                 targets.size());
+  std::copy(targets.begin(), targets.end(), targets_.begin());
+  const int bt = static_cast<int>(tokens_per_batch());
+  const int c = config().n_embd;
+  const auto f = final_norm_view(layout_.unit(layout_.final_norm_unit()), final_norm_unit);
+  const auto e = embedding_view(layout_.unit(ModelLayout::kEmbeddingUnit), embedding_unit);
+  cpu::layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), layer_input(config().n_layer), f.lnf_w,
+                         f.lnf_b, bt, c);
+  cpu::matmul_forward(logits_.data(), lnf_.data(), e.wte, nullptr, bt, c, config().padded_vocab_size());
+  cpu::cross_entropy_forward(losses_.data(), lse_.data(), logits_.data(), targets_.data(), bt, config().vocab_size,
+                             config().padded_vocab_size());
+  double sum = 0.0;
+  for (int i = 0; i < bt; ++i) sum += losses_[static_cast<std::size_t>(i)];
+  return static_cast<float>(sum / bt);
+}
+
+void Gpt::head_backward(const float* final_norm_unit, const float* embedding_unit, float* final_norm_grad,
+                        float* embedding_grad, float loss_scale) {
+  const int bt = static_cast<int>(tokens_per_batch());
+  const int c = config().n_embd;
+  const int vp = config().padded_vocab_size();
+  const auto& final_unit = layout_.unit(layout_.final_norm_unit());
+  const auto& embed_unit = layout_.unit(ModelLayout::kEmbeddingUnit);
+  const auto f = final_norm_view(final_unit, final_norm_unit);
+  const auto df = final_norm_view(final_unit, final_norm_grad);
+  const auto e = embedding_view(embed_unit, embedding_unit);
+  const auto de = embedding_view(embed_unit, embedding_grad);
+
+  cpu::cross_entropy_backward(logits_.data(), lse_.data(), targets_.data(), bt, config().vocab_size, vp,
+                              loss_scale / static_cast<float>(bt));
+  cpu::matmul_backward(dln_.data(), de.wte, nullptr, logits_.data(), lnf_.data(), e.wte, bt, c, vp);
+  dresidual_.fill_zero();
+  cpu::layernorm_backward(dresidual_.data(), df.lnf_w, df.lnf_b, dln_.data(), layer_input(config().n_layer),
+                          f.lnf_w, lnf_mean_.data(), lnf_rstd_.data(), bt, c);
+}
+
+void Gpt::block_backward(int layer, const float* block_unit, float* block_grad) {
+  const int bt = static_cast<int>(tokens_per_batch());
+  const int c = config().n_embd;
+  const auto& unit = layout_.unit(layout_.block_unit(layer));
+  const auto w = block_view(unit, block_unit);
+  const auto g = block_view(unit, block_grad);
+  LayerActivations& a = layers_[static_cast<std::size_t>(layer)];
+  const float* x = layer_input(layer);
+  float* dres = dresidual_.data();  // d(output) on entry, d(input) on exit
+
+  // MLP branch: output = residual2 + fc_proj(gelu(fc(ln2(residual2))))
+  cpu::matmul_backward(dfch_.data(), g.fc_proj_w, g.fc_proj_b, dres, a.fch_gelu.data(), w.fc_proj_w, bt, 4 * c, c);
+  cpu::gelu_backward(dfch_.data(), a.fch.data(), dfch_.data(), dfch_.size());
+  cpu::matmul_backward(dln_.data(), g.fc_w, g.fc_b, dfch_.data(), a.ln2.data(), w.fc_w, bt, c, 4 * c);
+  cpu::layernorm_backward(dres, g.ln2_w, g.ln2_b, dln_.data(), a.residual2.data(), w.ln2_w, a.ln2_mean.data(),
+                          a.ln2_rstd.data(), bt, c);
+  // Attention branch: residual2 = x + attn_proj(attention(qkv(ln1(x))))
+  cpu::matmul_backward(datty_.data(), g.attn_proj_w, g.attn_proj_b, dres, a.atty.data(), w.attn_proj_w, bt, c, c);
+  cpu::attention_backward(dqkv_.data(), datty_.data(), a.qkv.data(), a.att.data(), batch_, seq_len_, c,
+                          config().n_head);
+  cpu::matmul_backward(dln_.data(), g.qkv_w, g.qkv_b, dqkv_.data(), a.ln1.data(), w.qkv_w, bt, c, 3 * c);
+  cpu::layernorm_backward(dres, g.ln1_w, g.ln1_b, dln_.data(), x, w.ln1_w, a.ln1_mean.data(), a.ln1_rstd.data(),
+                          bt, c);
+}
+
+void Gpt::embedding_backward(float* embedding_grad) {
+  const auto de = embedding_view(layout_.unit(ModelLayout::kEmbeddingUnit), embedding_grad);
+  cpu::embedding_backward(de.wte, de.wpe, dresidual_.data(), tokens_.data(), batch_, seq_len_, config().n_embd);
+}
+
+float Gpt::forward(const UnitBuffers& params, std::span<const std::int32_t> tokens,
+                   std::span<const std::int32_t> targets) {
+  embedding_forward(params.unit(ModelLayout::kEmbeddingUnit), tokens);
+  for (int l = 0; l < config().n_layer; ++l) block_forward(l, params.unit(layout_.block_unit(l)));
+  return head_forward(params.unit(layout_.final_norm_unit()), params.unit(ModelLayout::kEmbeddingUnit), targets);
+}
+
+void Gpt::backward(const UnitBuffers& params, UnitBuffers& grads, float loss_scale) {
+  head_backward(params.unit(layout_.final_norm_unit()), params.unit(ModelLayout::kEmbeddingUnit),
+                grads.unit(layout_.final_norm_unit()), grads.unit(ModelLayout::kEmbeddingUnit), loss_scale);
+  for (int l = config().n_layer - 1; l >= 0; --l) {
+    block_backward(l, params.unit(layout_.block_unit(l)), grads.unit(layout_.block_unit(l)));
+  }
+  embedding_backward(grads.unit(ModelLayout::kEmbeddingUnit));
+}
+
+}  // namespace strata

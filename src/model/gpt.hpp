@@ -1,0 +1,72 @@
+// The GPT-2 forward and backward pass on CPU, as one explicit function per unit so an engine can
+// materialise a unit's weights just before its step and release them just after. The object owns
+// the activations of one micro-batch of fixed shape (batch, seq_len).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/aligned_buffer.hpp"
+#include "model/gpt_config.hpp"
+#include "model/parameter_layout.hpp"
+#include "model/unit_buffers.hpp"
+
+namespace strata {
+
+class Gpt {
+ public:
+  Gpt(const GptConfig& config, int batch, int seq_len);
+
+  const GptConfig& config() const { return layout_.config(); }
+  const ModelLayout& layout() const { return layout_; }
+  int batch() const { return batch_; }
+  int seq_len() const { return seq_len_; }
+  std::size_t tokens_per_batch() const { return static_cast<std::size_t>(batch_) * seq_len_; }
+
+  // Forward, in order: embedding, blocks 0..L-1, head. Pointers are a unit's full flat buffer.
+  void embedding_forward(const float* embedding_unit, std::span<const std::int32_t> tokens);
+  void block_forward(int layer, const float* block_unit);
+  // Final norm, tied LM head and cross-entropy; returns the mean loss over the batch.
+  float head_forward(const float* final_norm_unit, const float* embedding_unit,
+                     std::span<const std::int32_t> targets);
+
+  // Backward, in reverse order: head, blocks L-1..0, embedding. Gradients are added into the grad
+  // buffers; the loss gradient is loss_scale * d(mean loss) (1 / grad_accum for accumulation).
+  // The tied token table receives the head's gradient here and the lookup's in
+  // embedding_backward: one gradient buffer, no copy.
+  void head_backward(const float* final_norm_unit, const float* embedding_unit, float* final_norm_grad,
+                     float* embedding_grad, float loss_scale);
+  void block_backward(int layer, const float* block_unit, float* block_grad);
+  // Needs no weights: the lookup's gradient only depends on the tokens.
+  void embedding_backward(float* embedding_grad);
+
+  // The whole model held in one process.
+  float forward(const UnitBuffers& params, std::span<const std::int32_t> tokens,
+                std::span<const std::int32_t> targets);
+  void backward(const UnitBuffers& params, UnitBuffers& grads, float loss_scale);
+
+  // Valid between head_forward and head_backward: (batch * seq_len, padded_vocab) logits.
+  const float* logits() const { return logits_.data(); }
+
+ private:
+  struct LayerActivations {
+    AlignedBuffer<float> ln1, ln1_mean, ln1_rstd, qkv, atty, att, residual2, ln2, ln2_mean, ln2_rstd, fch,
+        fch_gelu, output;
+  };
+
+  const float* layer_input(int layer) const;
+
+  ModelLayout layout_;
+  int batch_;
+  int seq_len_;
+  std::vector<std::int32_t> tokens_;
+  std::vector<std::int32_t> targets_;
+  AlignedBuffer<float> encoded_;
+  std::vector<LayerActivations> layers_;
+  AlignedBuffer<float> lnf_, lnf_mean_, lnf_rstd_, logits_, lse_, losses_;
+  // Scratch shared by all layers.
+  AlignedBuffer<float> proj_, dresidual_, dln_, datty_, dqkv_, dfch_;
+};
+
+}  // namespace strata
