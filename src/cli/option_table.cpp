@@ -1,0 +1,115 @@
+// Option registration, TOML application and printing.
+#include "cli/option_table.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <toml++/toml.h>
+
+#include "core/error.hpp"
+
+namespace strata {
+
+namespace {
+
+std::string normalise_key(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return key;
+}
+
+const OptionSpec* find_spec(const std::vector<OptionSpec>& specs, const std::string& key) {
+  for (const auto& s : specs) {
+    if (s.name == key) return &s;
+  }
+  return nullptr;
+}
+
+bool is_group(const std::vector<OptionSpec>& specs, const std::string& key) {
+  return std::any_of(specs.begin(), specs.end(), [&](const OptionSpec& s) { return s.group == key; });
+}
+
+void assign(const std::string& path, const std::string& key, const toml::node& node, const OptionSpec& spec) {
+  std::visit(
+      [&](auto* target) {
+        using T = std::remove_pointer_t<decltype(target)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          const auto v = node.value<std::string>();
+          STRATA_REQUIRE(v.has_value(), "{}: '{}' must be a string", path, key);
+          *target = *v;
+        } else if constexpr (std::is_same_v<T, double>) {
+          STRATA_REQUIRE(node.is_number(), "{}: '{}' must be a number", path, key);
+          *target = *node.value<double>();
+        } else {
+          STRATA_REQUIRE(node.is_integer(), "{}: '{}' must be an integer", path, key);
+          const std::int64_t v = *node.value<std::int64_t>();
+          STRATA_REQUIRE(v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max(),
+                         "{}: '{}' = {} is out of range", path, key, v);
+          *target = static_cast<T>(v);
+        }
+      },
+      spec.target);
+}
+
+}  // namespace
+
+void register_options(CLI::App& app, const std::vector<OptionSpec>& specs) {
+  for (const auto& spec : specs) {
+    std::visit([&](auto* target) { app.add_option("--" + spec.name, *target, spec.help)->capture_default_str()->group(spec.group); },
+               spec.target);
+  }
+}
+
+void apply_config_file(const std::string& path, const std::vector<OptionSpec>& specs, const CLI::App& app) {
+  toml::table table;
+  try {
+    table = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    const auto& where = e.source().begin;
+    fail("{}:{}:{}: not valid TOML: {}", path, where.line, where.column, e.description());
+  }
+  auto apply_entry = [&](const std::string& raw_key, const toml::node& node) {
+    const std::string key = normalise_key(raw_key);
+    const OptionSpec* spec = find_spec(specs, key);
+    STRATA_REQUIRE(spec != nullptr, "{}: unknown key '{}' (the keys are the flags of 'strata train --help')", path,
+                   raw_key);
+    if (app.count("--" + spec->name) > 0) return;  // the command line wins
+    assign(path, raw_key, node, *spec);
+  };
+  for (const auto& [k, node] : table) {
+    const std::string key{k.str()};
+    if (node.is_table() && is_group(specs, key)) {
+      for (const auto& [inner, inner_node] : *node.as_table()) apply_entry(std::string(inner.str()), inner_node);
+    } else {
+      apply_entry(key, node);
+    }
+  }
+}
+
+std::string options_as_toml(const std::vector<OptionSpec>& specs) {
+  std::string out;
+  std::string group;
+  for (const auto& spec : specs) {
+    if (spec.group != group) {
+      group = spec.group;
+      out += fmt::format("[{}]\n", group);
+    }
+    std::visit(
+        [&](auto* target) {
+          using T = std::remove_pointer_t<decltype(target)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            out += fmt::format("{} = \"{}\"\n", spec.name, *target);
+          } else if constexpr (std::is_same_v<T, double>) {
+            std::string v = fmt::format("{}", *target);
+            if (v.find_first_of(".eEn") == std::string::npos) v += ".0";  // stays a TOML float
+            out += fmt::format("{} = {}\n", spec.name, v);
+          } else {
+            out += fmt::format("{} = {}\n", spec.name, *target);
+          }
+        },
+        spec.target);
+  }
+  return out;
+}
+
+}  // namespace strata

@@ -1,0 +1,53 @@
+// Every `strata train` flag: its name (also the TOML key), group and help.
+#include "cli/train_options.hpp"
+
+namespace strata {
+
+std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
+  return {
+      {"model", "model", "model preset: tiny, small, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m, or custom", &c.model},
+      {"n-layer", "model", "transformer blocks (0: the preset's)", &c.n_layer},
+      {"n-embd", "model", "embedding width C (0: the preset's)", &c.n_embd},
+      {"n-head", "model", "attention heads; must divide n-embd (0: the preset's)", &c.n_head},
+      {"vocab-size", "model", "vocabulary size (0: the preset's)", &c.vocab_size},
+      {"context-length", "model", "maximum sequence length, the size of the position table (0: the preset's)",
+       &c.context_length},
+      {"vocab-pad", "model", "pad the token table to a multiple of this; padded logits are masked (1: none)",
+       &c.vocab_pad},
+
+      {"data", "data", "training tokens: an llm.c .bin, a nanoGPT .bin, a UTF-8 .txt, or 'builtin'", &c.data},
+      {"val-data", "data", "validation tokens (empty: hold out val-fraction of the training tokens)", &c.val_data},
+      {"data-format", "data", "auto, llmc, nanogpt or text (auto: .txt is text, llm.c magic is llmc, else nanogpt)",
+       &c.data_format},
+      {"val-fraction", "data", "fraction of the training tokens held out for validation when val-data is empty",
+       &c.val_fraction},
+      {"builtin-bytes", "data", "size of the generated built-in corpus in bytes", &c.builtin_bytes},
+
+      {"batch-size", "batch", "sequences per micro-batch", &c.batch_size},
+      {"seq-len", "batch", "tokens per sequence (0: the model's context length)", &c.seq_len},
+      {"grad-accum", "batch", "micro-batches accumulated per optimizer step", &c.grad_accum},
+
+      {"steps", "optimizer", "optimizer steps", &c.steps},
+      {"lr", "optimizer", "peak learning rate", &c.lr},
+      {"min-lr-ratio", "optimizer", "final learning rate of the cosine decay, as a fraction of lr", &c.min_lr_ratio},
+      {"warmup-steps", "optimizer", "steps of linear warmup", &c.warmup_steps},
+      {"weight-decay", "optimizer", "AdamW decoupled weight decay (matrices and embeddings only)", &c.weight_decay},
+      {"beta1", "optimizer", "AdamW beta1", &c.beta1},
+      {"beta2", "optimizer", "AdamW beta2", &c.beta2},
+      {"eps", "optimizer", "AdamW epsilon", &c.eps},
+      {"grad-clip", "optimizer", "clip the global gradient norm to this (0: off)", &c.grad_clip},
+
+      {"seed", "run", "seed of the weight initialisation", &c.seed},
+      {"threads", "run", "worker threads for kernels and BLAS (0: OMP_NUM_THREADS or all cores)", &c.threads},
+      {"val-every", "run", "validate every N steps and after the last (0: never)", &c.val_every},
+      {"val-batches", "run", "batches per validation", &c.val_batches},
+      {"log-every", "run", "print a step line every N steps", &c.log_every},
+      {"metrics", "run", "JSON-lines metrics file (empty: none)", &c.metrics},
+      {"save", "run", "checkpoint file written at the end, on Ctrl-C, and every save-every steps (empty: none)",
+       &c.save},
+      {"save-every", "run", "also checkpoint every N steps (0: only at the end)", &c.save_every},
+      {"resume", "run", "continue from this checkpoint (same model settings)", &c.resume},
+  };
+}
+
+}  // namespace strata

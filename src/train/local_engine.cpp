@@ -1,0 +1,47 @@
+// Single-process training step.
+#include "train/local_engine.hpp"
+
+#include <cmath>
+
+#include "model/init.hpp"
+#include "train/grad_norm.hpp"
+
+namespace strata {
+
+LocalEngine::LocalEngine(const GptConfig& config, int batch, int seq_len, std::uint64_t seed)
+    : gpt_(config, batch, seq_len),
+      params_(gpt_.layout()),
+      grads_(gpt_.layout()),
+      m_(gpt_.layout()),
+      v_(gpt_.layout()) {
+  for (std::size_t u = 0; u < layout().unit_count(); ++u) init_unit(layout(), u, seed, params_.unit(u));
+}
+
+float LocalEngine::forward_backward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
+                                    float loss_scale) {
+  const float loss = gpt_.forward(params_, inputs, targets);
+  gpt_.backward(params_, grads_, loss_scale);
+  return loss;
+}
+
+float LocalEngine::evaluate(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
+  return gpt_.forward(params_, inputs, targets);
+}
+
+double LocalEngine::grad_norm() {
+  double total = 0.0;
+  for (std::size_t u = 0; u < layout().unit_count(); ++u) {
+    total += sum_of_squares(grads_.unit(u), layout().unit(u).numel);
+  }
+  return std::sqrt(total);
+}
+
+void LocalEngine::optimizer_step(const AdamWHyper& hyper, double lr, int step, float grad_scale) {
+  for (std::size_t u = 0; u < layout().unit_count(); ++u) {
+    const UnitLayout& unit = layout().unit(u);
+    adamw_update_unit_slice(unit, Range{0, unit.numel}, params_.unit(u), grads_.unit(u), m_.unit(u), v_.unit(u),
+                            hyper, static_cast<float>(lr), step, grad_scale);
+  }
+}
+
+}  // namespace strata

@@ -1,0 +1,39 @@
+// The plain single-process reference: the whole model, its gradients and AdamW state in one
+// process, no sharding. Sharded engines are checked against it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "model/gpt.hpp"
+#include "model/unit_buffers.hpp"
+#include "train/adamw.hpp"
+#include "train/training_engine.hpp"
+
+namespace strata {
+
+class LocalEngine final : public TrainingEngine {
+ public:
+  LocalEngine(const GptConfig& config, int batch, int seq_len, std::uint64_t seed);
+
+  const ModelLayout& layout() const { return gpt_.layout(); }
+  Gpt& gpt() { return gpt_; }
+  UnitBuffers& params() { return params_; }
+  UnitBuffers& grads() { return grads_; }
+  UnitBuffers& adam_m() { return m_; }
+  UnitBuffers& adam_v() { return v_; }
+
+  void zero_grad() override { grads_.fill_zero(); }
+  // Forward and backward of one micro-batch; gradients accumulate, scaled by loss_scale.
+  float forward_backward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
+                         float loss_scale) override;
+  float evaluate(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) override;
+  double grad_norm() override;
+  void optimizer_step(const AdamWHyper& hyper, double lr, int step, float grad_scale) override;
+
+ private:
+  Gpt gpt_;
+  UnitBuffers params_, grads_, m_, v_;
+};
+
+}  // namespace strata

@@ -1,0 +1,58 @@
+// Resolution and validation of training settings.
+#include "train/train_config.hpp"
+
+#include "core/error.hpp"
+
+namespace strata {
+
+GptConfig TrainConfig::model_config() const {
+  GptConfig c;
+  if (model == "custom") {
+    STRATA_REQUIRE(n_layer > 0 && n_embd > 0 && n_head > 0 && vocab_size > 0 && context_length > 0,
+                   "model 'custom' needs n-layer, n-embd, n-head, vocab-size and context-length");
+  } else {
+    c = GptConfig::preset(model);
+  }
+  if (n_layer > 0) c.n_layer = n_layer;
+  if (n_embd > 0) c.n_embd = n_embd;
+  if (n_head > 0) c.n_head = n_head;
+  if (vocab_size > 0) c.vocab_size = vocab_size;
+  if (context_length > 0) c.context_length = context_length;
+  c.vocab_pad_multiple = vocab_pad;
+  c.validate();
+  return c;
+}
+
+int TrainConfig::resolved_seq_len() const { return seq_len > 0 ? seq_len : model_config().context_length; }
+
+void TrainConfig::validate() const {
+  const GptConfig c = model_config();
+  STRATA_REQUIRE(n_layer >= 0 && n_embd >= 0 && n_head >= 0 && vocab_size >= 0 && context_length >= 0,
+                 "model sizes must not be negative");
+  STRATA_REQUIRE(batch_size >= 1, "batch-size must be at least 1 (got {})", batch_size);
+  STRATA_REQUIRE(seq_len >= 0 && resolved_seq_len() <= c.context_length,
+                 "seq-len {} must be between 1 and the model's context length {}", resolved_seq_len(),
+                 c.context_length);
+  STRATA_REQUIRE(grad_accum >= 1, "grad-accum must be at least 1 (got {})", grad_accum);
+  STRATA_REQUIRE(steps >= 1, "steps must be at least 1 (got {})", steps);
+  STRATA_REQUIRE(lr > 0.0, "lr must be positive (got {})", lr);
+  STRATA_REQUIRE(min_lr_ratio >= 0.0 && min_lr_ratio <= 1.0, "min-lr-ratio must be in [0, 1] (got {})",
+                 min_lr_ratio);
+  STRATA_REQUIRE(warmup_steps >= 0, "warmup-steps must not be negative (got {})", warmup_steps);
+  STRATA_REQUIRE(weight_decay >= 0.0, "weight-decay must not be negative (got {})", weight_decay);
+  STRATA_REQUIRE(beta1 >= 0.0 && beta1 < 1.0, "beta1 must be in [0, 1) (got {})", beta1);
+  STRATA_REQUIRE(beta2 >= 0.0 && beta2 < 1.0, "beta2 must be in [0, 1) (got {})", beta2);
+  STRATA_REQUIRE(eps > 0.0, "eps must be positive (got {})", eps);
+  STRATA_REQUIRE(grad_clip >= 0.0, "grad-clip must not be negative (0 turns clipping off; got {})", grad_clip);
+  STRATA_REQUIRE(val_fraction >= 0.0 && val_fraction < 1.0, "val-fraction must be in [0, 1) (got {})",
+                 val_fraction);
+  STRATA_REQUIRE(builtin_bytes >= 1024, "builtin-bytes must be at least 1024 (got {})", builtin_bytes);
+  STRATA_REQUIRE(threads >= 0, "threads must not be negative (got {})", threads);
+  STRATA_REQUIRE(val_every >= 0, "val-every must not be negative (0 turns validation off; got {})", val_every);
+  STRATA_REQUIRE(val_batches >= 1, "val-batches must be at least 1 (got {})", val_batches);
+  STRATA_REQUIRE(log_every >= 1, "log-every must be at least 1 (got {})", log_every);
+  STRATA_REQUIRE(save_every >= 0, "save-every must not be negative (got {})", save_every);
+  STRATA_REQUIRE(save_every == 0 || !save.empty(), "save-every needs a checkpoint path (--save)");
+}
+
+}  // namespace strata

@@ -1,0 +1,62 @@
+// Everything `strata train` can be told: model, data, batch, optimizer and run settings, with
+// the defaults the built-in demo uses.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/gpt_config.hpp"
+
+namespace strata {
+
+struct TrainConfig {
+  // Model: a preset, optionally with fields overridden (0 keeps the preset's value).
+  std::string model = "tiny";
+  int n_layer = 0;
+  int n_embd = 0;
+  int n_head = 0;
+  int vocab_size = 0;
+  int context_length = 0;
+  int vocab_pad = 128;
+
+  // Data.
+  std::string data = "builtin";  // a path, or "builtin" for the generated corpus
+  std::string val_data;          // empty: hold out val_fraction of the training tokens
+  std::string data_format = "auto";
+  double val_fraction = 0.1;
+  std::int64_t builtin_bytes = 1 << 20;
+
+  // Batch: micro-batch of batch_size sequences of seq_len tokens, grad_accum per step.
+  int batch_size = 8;
+  int seq_len = 0;  // 0: the model's context length
+  int grad_accum = 1;
+
+  // Optimizer and schedule.
+  int steps = 300;
+  double lr = 1e-3;
+  double min_lr_ratio = 0.1;
+  int warmup_steps = 20;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;
+
+  // Run.
+  std::int64_t seed = 1337;
+  int threads = 0;  // 0: OMP_NUM_THREADS or all cores
+  int val_every = 50;
+  int val_batches = 10;
+  int log_every = 1;
+  std::string metrics = "strata-metrics.jsonl";  // empty: no metrics file
+  std::string save;                              // checkpoint path; empty: none
+  int save_every = 0;                            // 0: only at the end
+  std::string resume;                            // checkpoint to continue from
+
+  GptConfig model_config() const;
+  int resolved_seq_len() const;
+  // Throws strata::Error naming the first bad setting.
+  void validate() const;
+};
+
+}  // namespace strata

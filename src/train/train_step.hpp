@@ -1,0 +1,35 @@
+// One optimizer step, the same for every engine: accumulate micro-batches, measure the global
+// gradient norm, clip, look up the learning rate, update.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+
+#include "train/lr_schedule.hpp"
+#include "train/training_engine.hpp"
+
+namespace strata {
+
+struct StepRecipe {
+  LrSchedule schedule;
+  AdamWHyper hyper;
+  double grad_clip = 1.0;  // 0: off
+  int grad_accum = 1;
+};
+
+struct StepOutcome {
+  double loss = 0.0;       // mean over the micro-batches
+  double grad_norm = 0.0;  // before clipping
+  double lr = 0.0;
+};
+
+// fill(micro, inputs, targets) supplies micro-batch `micro` of this step.
+using MicroBatchSource =
+    std::function<void(int micro, std::span<std::int32_t> inputs, std::span<std::int32_t> targets)>;
+
+// step counts from 0.
+StepOutcome train_step(TrainingEngine& engine, const StepRecipe& recipe, int step, const MicroBatchSource& fill,
+                       std::span<std::int32_t> inputs, std::span<std::int32_t> targets);
+
+}  // namespace strata

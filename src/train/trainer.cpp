@@ -1,0 +1,215 @@
+// The training loop.
+#include "train/trainer.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <nlohmann/json.hpp>
+
+#include "core/blas.hpp"
+#include "core/error.hpp"
+#include "core/stopwatch.hpp"
+#include "core/threads.hpp"
+#include "train/builtin_corpus.hpp"
+#include "train/byte_tokenizer.hpp"
+#include "train/checkpoint.hpp"
+#include "train/train_step.hpp"
+#include "train/metrics_log.hpp"
+
+namespace strata {
+
+namespace {
+
+std::atomic<bool> g_stop_requested{false};
+
+extern "C" void request_stop(int) { g_stop_requested = true; }
+
+TokenData load_data(const TrainConfig& config, const std::string& path, int vocab) {
+  if (path == "builtin") {
+    STRATA_REQUIRE(vocab >= ByteTokenizer::kVocabSize,
+                   "the built-in corpus is byte-level text: the model needs a vocabulary of at least {} (it has {})",
+                   ByteTokenizer::kVocabSize, vocab);
+    TokenData data;
+    data.source = "built-in corpus";
+    data.tokens = ByteTokenizer::encode(builtin_corpus(static_cast<std::size_t>(config.builtin_bytes)), data.source);
+    data.description = "generated text, byte tokens";
+    return data;
+  }
+  return load_token_file(path, parse_data_format(config.data_format), vocab);
+}
+
+TokenData slice(const TokenData& from, Range range, const std::string& what) {
+  TokenData out;
+  out.tokens.assign(from.tokens.begin() + static_cast<std::ptrdiff_t>(range.begin),
+                    from.tokens.begin() + static_cast<std::ptrdiff_t>(range.end));
+  out.source = fmt::format("{} ({})", from.source, what);
+  out.description = from.description;
+  return out;
+}
+
+std::string format_duration(double seconds) {
+  const auto s = static_cast<long>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+Trainer::Trainer(const TrainConfig& config) : config_(config) {
+  config_.validate();
+  model_ = config_.model_config();
+  seq_len_ = config_.resolved_seq_len();
+  set_thread_count(config_.threads);
+
+  TokenData all = load_data(config_, config_.data, model_.vocab_size);
+  if (!config_.val_data.empty()) {
+    train_data_ = std::move(all);
+    val_data_ = load_data(config_, config_.val_data, model_.vocab_size);
+  } else if (config_.val_fraction > 0.0) {
+    const TrainValSplit split = split_train_val(all.tokens.size(), config_.val_fraction);
+    train_data_ = slice(all, split.train, "training split");
+    val_data_ = slice(all, split.val, fmt::format("validation split, the last {:g}%", config_.val_fraction * 100));
+  } else {
+    train_data_ = std::move(all);
+  }
+  train_loader_ = std::make_unique<BatchLoader>(train_data_.tokens, train_data_.source, config_.batch_size, seq_len_);
+  if (!val_data_.tokens.empty() || !config_.val_data.empty()) {
+    val_loader_ = std::make_unique<BatchLoader>(val_data_.tokens, val_data_.source, config_.batch_size, seq_len_);
+  }
+  engine_ = std::make_unique<LocalEngine>(model_, config_.batch_size, seq_len_, static_cast<std::uint64_t>(config_.seed));
+  if (!config_.resume.empty()) {
+    start_step_ = load_checkpoint(config_.resume, engine_->layout(),
+                                  {engine_->params(), engine_->adam_m(), engine_->adam_v()});
+    STRATA_REQUIRE(start_step_ <= config_.steps, "{}: the checkpoint has completed {} steps, more than --steps {}",
+                   config_.resume, start_step_, config_.steps);
+  }
+}
+
+double Trainer::validation_loss() {
+  const std::size_t n = static_cast<std::size_t>(config_.batch_size) * seq_len_;
+  std::vector<std::int32_t> inputs(n), targets(n);
+  const int batches = static_cast<int>(std::min<std::uint64_t>(config_.val_batches, val_loader_->batches_per_epoch()));
+  double total = 0.0;
+  for (int b = 0; b < batches; ++b) {
+    val_loader_->fill(static_cast<std::uint64_t>(b), 0, config_.batch_size, inputs, targets);
+    total += engine_->evaluate(inputs, targets);
+  }
+  return total / batches;
+}
+
+void Trainer::save(int completed_steps, std::ostream& out) {
+  if (config_.save.empty()) return;
+  save_checkpoint(config_.save, engine_->layout(), completed_steps,
+                  {engine_->params(), engine_->adam_m(), engine_->adam_v()});
+  fmt::print(out, "checkpoint: {} (after step {})\n", config_.save, completed_steps);
+}
+
+TrainSummary Trainer::run(std::ostream& out) {
+  const std::size_t tokens_per_micro = static_cast<std::size_t>(config_.batch_size) * seq_len_;
+  const std::size_t tokens_per_step = tokens_per_micro * config_.grad_accum;
+  const double flops_per_step = model_.flops_per_token(seq_len_) * static_cast<double>(tokens_per_step);
+
+  fmt::print(out, "blas: {}\n", blas_description());
+  fmt::print(out, "model: {} | L {} C {} heads {} vocab {} (padded {}) context {}\n", model_.name, model_.n_layer,
+             model_.n_embd, model_.n_head, model_.vocab_size, model_.padded_vocab_size(), model_.context_length);
+  fmt::print(out, "parameters: {} ({} stored with the padded vocabulary)\n", model_.parameter_count(),
+             model_.stored_parameter_count());
+  fmt::print(out, "train data: {}: {}, {} tokens, {} batches per epoch\n", train_data_.source, train_data_.description,
+             train_data_.tokens.size(), train_loader_->batches_per_epoch());
+  if (val_loader_) fmt::print(out, "val data: {}: {} tokens\n", val_data_.source, val_data_.tokens.size());
+  fmt::print(out, "step: {} micro-batch(es) of {} x {} = {} tokens; FLOPs/token = 6N + 12LCT = {:.4g} (N = {})\n",
+             config_.grad_accum, config_.batch_size, seq_len_, tokens_per_step, model_.flops_per_token(seq_len_),
+             model_.matmul_parameter_count());
+  if (start_step_ > 0) fmt::print(out, "resumed: {} after step {}\n", config_.resume, start_step_);
+
+  MetricsLog metrics(config_.metrics, start_step_ > 0);
+  if (metrics.enabled()) fmt::print(out, "metrics: {}\n", config_.metrics);
+  metrics.write({{"type", "run"},
+                 {"model", model_.name},
+                 {"parameters", model_.parameter_count()},
+                 {"tokens_per_step", tokens_per_step},
+                 {"flops_per_token", model_.flops_per_token(seq_len_)},
+                 {"start_step", start_step_}});
+
+  const StepRecipe recipe{LrSchedule{config_.lr, config_.warmup_steps, config_.steps, config_.min_lr_ratio},
+                          AdamWHyper{static_cast<float>(config_.beta1), static_cast<float>(config_.beta2),
+                                     static_cast<float>(config_.eps), static_cast<float>(config_.weight_decay)},
+                          config_.grad_clip, config_.grad_accum};
+  std::vector<std::int32_t> inputs(tokens_per_micro), targets(tokens_per_micro);
+  std::vector<double> step_ms;
+  TrainSummary summary;
+
+  g_stop_requested = false;
+  auto previous_int = std::signal(SIGINT, request_stop);
+  auto previous_term = std::signal(SIGTERM, request_stop);
+
+  for (int step = start_step_; step < config_.steps; ++step) {
+    Stopwatch watch;
+    const StepOutcome outcome = train_step(
+        *engine_, recipe, step,
+        [&](int micro, std::span<std::int32_t> in, std::span<std::int32_t> tgt) {
+          train_loader_->fill(static_cast<std::uint64_t>(step) * config_.grad_accum + micro, 0, config_.batch_size, in,
+                              tgt);
+        },
+        inputs, targets);
+    const double seconds = watch.seconds();
+    step_ms.push_back(seconds * 1e3);
+
+    StepRecord record{step + 1,     outcome.loss, outcome.lr, outcome.grad_norm, seconds * 1e3,
+                      static_cast<double>(tokens_per_step) / seconds, flops_per_step / seconds / 1e12};
+    summary.steps.push_back(record);
+    metrics.write({{"type", "step"},
+                   {"step", record.step},
+                   {"loss", record.loss},
+                   {"lr", record.lr},
+                   {"grad_norm", record.grad_norm},
+                   {"ms", record.ms},
+                   {"tokens_per_s", record.tokens_per_second},
+                   {"tflops", record.tflops}});
+    if (record.step % config_.log_every == 0 || record.step == config_.steps || record.step == start_step_ + 1) {
+      const double eta = median(step_ms) / 1e3 * (config_.steps - record.step);
+      fmt::print(out, "step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.4f} | {:.1f} ms | {:.0f} tok/s | "
+                      "{:.3f} TFLOP/s | eta {}\n",
+                 record.step, config_.steps, record.loss, record.lr, record.grad_norm, record.ms,
+                 record.tokens_per_second, record.tflops, format_duration(eta));
+      out.flush();
+    }
+    const bool last = record.step == config_.steps || g_stop_requested;
+    if (val_loader_ && config_.val_every > 0 && (record.step % config_.val_every == 0 || last)) {
+      const double val = validation_loss();
+      summary.vals.push_back({record.step, val});
+      metrics.write({{"type", "val"}, {"step", record.step}, {"val_loss", val}});
+      fmt::print(out, "val  {:>5}/{} | val loss {:.4f}\n", record.step, config_.steps, val);
+    }
+    if (config_.save_every > 0 && record.step % config_.save_every == 0 && !last) save(record.step, out);
+    if (g_stop_requested) {
+      fmt::print(out, "stopping after step {} (signal received)\n", record.step);
+      summary.interrupted = true;
+      save(record.step, out);
+      break;
+    }
+  }
+  if (!summary.interrupted && !summary.steps.empty()) save(config_.steps, out);
+  std::signal(SIGINT, previous_int);
+  std::signal(SIGTERM, previous_term);
+
+  if (!step_ms.empty()) {
+    const double med = median(step_ms);
+    fmt::print(out, "done: {} steps | median {:.1f} ms/step | {:.0f} tok/s | {:.3f} TFLOP/s\n", step_ms.size(), med,
+               static_cast<double>(tokens_per_step) / med * 1e3, flops_per_step / med * 1e3 / 1e12);
+  }
+  return summary;
+}
+
+}  // namespace strata

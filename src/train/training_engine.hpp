@@ -1,0 +1,29 @@
+// The seam between the training loop and whatever holds the model state: the single-process
+// reference engine, or a sharded engine whose ranks each hold a part.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "train/adamw.hpp"
+
+namespace strata {
+
+class TrainingEngine {
+ public:
+  virtual ~TrainingEngine() = default;
+
+  virtual void zero_grad() = 0;
+  // Forward and backward of this process's part of one micro-batch; gradients accumulate,
+  // scaled by loss_scale. Returns the micro-batch's mean loss over all processes.
+  virtual float forward_backward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
+                                 float loss_scale) = 0;
+  // Mean loss without gradients.
+  virtual float evaluate(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) = 0;
+  // Global L2 norm of the accumulated gradient.
+  virtual double grad_norm() = 0;
+  // step counts from 1; grad_scale multiplies the gradient first (clipping).
+  virtual void optimizer_step(const AdamWHyper& hyper, double lr, int step, float grad_scale) = 0;
+};
+
+}  // namespace strata
