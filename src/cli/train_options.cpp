@@ -47,6 +47,9 @@ std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
        &c.save},
       {"save-every", "run", "also checkpoint every N steps (0: only at the end)", &c.save_every},
       {"resume", "run", "continue from this checkpoint (same model settings)", &c.resume},
+      {"stop-after", "run",
+       "stop, checkpointing, after N steps of this invocation; the schedule still spans --steps (0: run to the end)",
+       &c.stop_after},
   };
 }
 

@@ -53,6 +53,7 @@ void TrainConfig::validate() const {
   STRATA_REQUIRE(log_every >= 1, "log-every must be at least 1 (got {})", log_every);
   STRATA_REQUIRE(save_every >= 0, "save-every must not be negative (got {})", save_every);
   STRATA_REQUIRE(save_every == 0 || !save.empty(), "save-every needs a checkpoint path (--save)");
+  STRATA_REQUIRE(stop_after >= 0, "stop-after must not be negative (got {})", stop_after);
 }
 
 }  // namespace strata

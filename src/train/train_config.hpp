@@ -52,6 +52,7 @@ struct TrainConfig {
   std::string save;                              // checkpoint path; empty: none
   int save_every = 0;                            // 0: only at the end
   std::string resume;                            // checkpoint to continue from
+  int stop_after = 0;                            // stop after N steps of this invocation (0: run to the end)
 
   GptConfig model_config() const;
   int resolved_seq_len() const;

@@ -185,7 +185,8 @@ TrainSummary Trainer::run(std::ostream& out) {
                  record.tokens_per_second, record.tflops, format_duration(eta));
       out.flush();
     }
-    const bool last = record.step == config_.steps || g_stop_requested;
+    const bool stop_here = config_.stop_after > 0 && record.step - start_step_ >= config_.stop_after;
+    const bool last = record.step == config_.steps || g_stop_requested || stop_here;
     if (val_loader_ && config_.val_every > 0 && (record.step % config_.val_every == 0 || last)) {
       const double val = validation_loss();
       summary.vals.push_back({record.step, val});
@@ -193,8 +194,9 @@ TrainSummary Trainer::run(std::ostream& out) {
       fmt::print(out, "val  {:>5}/{} | val loss {:.4f}\n", record.step, config_.steps, val);
     }
     if (config_.save_every > 0 && record.step % config_.save_every == 0 && !last) save(record.step, out);
-    if (g_stop_requested) {
-      fmt::print(out, "stopping after step {} (signal received)\n", record.step);
+    if (g_stop_requested || (stop_here && record.step < config_.steps)) {
+      fmt::print(out, "stopping after step {} ({})\n", record.step,
+                 g_stop_requested ? "signal received" : "--stop-after");
       summary.interrupted = true;
       save(record.step, out);
       break;
