@@ -3,7 +3,6 @@
 #pragma once
 
 #include <bit>
-#include <cmath>
 #include <cstdint>
 
 namespace strata {
@@ -15,7 +14,10 @@ inline float fast_exp(float x) {
   constexpr float kMin = -88.3762626647949f;
   x = x > kMax ? kMax : x;
   x = x < kMin ? kMin : x;
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  // Round to nearest by adding and removing 1.5 * 2^23 (std::floor would block vectorization
+  // without -ffast-math; this needs only that the compiler keeps IEEE order, which it does).
+  constexpr float kRound = 12582912.0f;
+  const float n = (x * 1.44269504088896341f + kRound) - kRound;
   float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   const float r2 = r * r;

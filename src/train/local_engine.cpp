@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/op_profile.hpp"
 #include "model/init.hpp"
 #include "train/grad_norm.hpp"
 
@@ -29,6 +30,7 @@ float LocalEngine::evaluate(std::span<const std::int32_t> inputs, std::span<cons
 }
 
 double LocalEngine::grad_norm() {
+  const OpScope scope(Op::kGradNorm);
   double total = 0.0;
   for (std::size_t u = 0; u < layout().unit_count(); ++u) {
     total += sum_of_squares(grads_.unit(u), layout().unit(u).numel);
@@ -37,6 +39,7 @@ double LocalEngine::grad_norm() {
 }
 
 void LocalEngine::optimizer_step(const AdamWHyper& hyper, double lr, int step, float grad_scale) {
+  const OpScope scope(Op::kOptimizer);
   for (std::size_t u = 0; u < layout().unit_count(); ++u) {
     const UnitLayout& unit = layout().unit(u);
     adamw_update_unit_slice(unit, Range{0, unit.numel}, params_.unit(u), grads_.unit(u), m_.unit(u), v_.unit(u),

@@ -32,7 +32,7 @@ struct TrainConfig {
   int grad_accum = 1;
 
   // Optimizer and schedule.
-  int steps = 300;
+  int steps = 1000;
   double lr = 1e-3;
   double min_lr_ratio = 0.1;
   int warmup_steps = 20;
@@ -45,9 +45,9 @@ struct TrainConfig {
   // Run.
   std::int64_t seed = 1337;
   int threads = 0;  // 0: OMP_NUM_THREADS or all cores
-  int val_every = 50;
+  int val_every = 100;
   int val_batches = 10;
-  int log_every = 1;
+  int log_every = 10;
   std::string metrics = "strata-metrics.jsonl";  // empty: no metrics file
   std::string save;                              // checkpoint path; empty: none
   int save_every = 0;                            // 0: only at the end

@@ -2,6 +2,8 @@
 // over (batch, head); OpenBLAS runs single-threaded inside the parallel region.
 #include "model/cpu/attention.hpp"
 
+#include "core/op_profile.hpp"
+
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -38,6 +40,7 @@ void causal_softmax(float* s, int t) {
 
 void attention_forward(float* out, float* att, const float* qkv, int batch, int seq_len, int channels,
                        int heads) {
+  const OpScope scope(Op::kAttentionForward);
   const int t = seq_len, c = channels, hs = channels / heads;
   const int c3 = 3 * c;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -57,6 +60,7 @@ void attention_forward(float* out, float* att, const float* qkv, int batch, int 
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int batch,
                         int seq_len, int channels, int heads) {
+  const OpScope scope(Op::kAttentionBackward);
   const int t = seq_len, c = channels, hs = channels / heads;
   const int c3 = 3 * c;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));

@@ -1,6 +1,8 @@
 // Embedding kernels; backward is parallel over channel blocks, so repeated tokens never race.
 #include "model/cpu/embedding.hpp"
 
+#include "core/op_profile.hpp"
+
 #include <algorithm>
 #include <cstddef>
 
@@ -8,6 +10,7 @@ namespace strata::cpu {
 
 void embedding_forward(float* out, const std::int32_t* tokens, const float* wte, const float* wpe, int batch,
                        int seq_len, int channels) {
+  const OpScope scope(Op::kEmbedding);
   const int c = channels;
 #pragma omp parallel for schedule(static)
   for (int bt = 0; bt < batch * seq_len; ++bt) {
@@ -21,6 +24,7 @@ void embedding_forward(float* out, const std::int32_t* tokens, const float* wte,
 
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const std::int32_t* tokens, int batch,
                         int seq_len, int channels) {
+  const OpScope scope(Op::kEmbedding);
   const int c = channels;
   constexpr int kBlock = 64;
   const int blocks = (c + kBlock - 1) / kBlock;

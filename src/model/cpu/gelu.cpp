@@ -1,6 +1,8 @@
 // GELU kernels, vectorized through fast_tanh.
 #include "model/cpu/gelu.hpp"
 
+#include "core/op_profile.hpp"
+
 #include "core/vector_math.hpp"
 
 namespace strata::cpu {
@@ -11,6 +13,7 @@ constexpr float kCubic = 0.044715f;
 }  // namespace
 
 void gelu_forward(float* out, const float* inp, std::size_t n) {
+  const OpScope scope(Op::kGelu);
 #pragma omp parallel for simd schedule(static)
   for (std::size_t i = 0; i < n; ++i) {
     const float x = inp[i];
@@ -20,6 +23,7 @@ void gelu_forward(float* out, const float* inp, std::size_t n) {
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) {
+  const OpScope scope(Op::kGelu);
 #pragma omp parallel for simd schedule(static)
   for (std::size_t i = 0; i < n; ++i) {
     const float x = inp[i];

@@ -1,6 +1,8 @@
 // Linear-layer kernels: the matrix products go to OpenBLAS, bias handling stays vectorized here.
 #include "model/cpu/matmul.hpp"
 
+#include "core/op_profile.hpp"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -11,6 +13,7 @@ namespace strata::cpu {
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int rows, int c,
                     int oc) {
+  const OpScope scope(Op::kMatmulForward);
   float beta = 0.0f;
   if (bias != nullptr) {
     // Seed each output row with the bias and let sgemm add the product (beta = 1).
@@ -23,6 +26,7 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int rows, int c, int oc) {
+  const OpScope scope(Op::kMatmulBackward);
   if (dinp != nullptr) gemm(Transpose::kNo, Transpose::kNo, rows, c, oc, 1.0f, dout, oc, weight, c, 0.0f, dinp, c);
   gemm(Transpose::kYes, Transpose::kNo, oc, c, rows, 1.0f, dout, oc, inp, c, 1.0f, dweight, c);
   if (dbias != nullptr) {

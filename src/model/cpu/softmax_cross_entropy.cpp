@@ -2,6 +2,8 @@
 // saved log-sum-exp so the forward leaves the logits readable.
 #include "model/cpu/softmax_cross_entropy.hpp"
 
+#include "core/op_profile.hpp"
+
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -12,6 +14,7 @@ namespace strata::cpu {
 
 void cross_entropy_forward(float* losses, float* lse, const float* logits, const std::int32_t* targets,
                            int rows, int vocab, int padded_vocab) {
+  const OpScope scope(Op::kCrossEntropy);
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < rows; ++r) {
     const float* row = logits + static_cast<std::size_t>(r) * padded_vocab;
@@ -29,6 +32,7 @@ void cross_entropy_forward(float* losses, float* lse, const float* logits, const
 
 void cross_entropy_backward(float* logits, const float* lse, const std::int32_t* targets, int rows, int vocab,
                             int padded_vocab, float scale) {
+  const OpScope scope(Op::kCrossEntropy);
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < rows; ++r) {
     float* row = logits + static_cast<std::size_t>(r) * padded_vocab;

@@ -1,0 +1,128 @@
+// strata_bench: measurements for scripts/bench, each printed as one JSON line.
+//   strata_bench step  --model M [--batch B --seq-len T --steps N --warmup W --threads K --profile]
+//   strata_bench sgemm [--size N --repeats R --threads K]
+// Times are medians over repeats; nothing here asserts anything.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "core/aligned_buffer.hpp"
+#include "core/blas.hpp"
+#include "core/op_profile.hpp"
+#include "core/rng.hpp"
+#include "core/stopwatch.hpp"
+#include "core/threads.hpp"
+#include "train/local_engine.hpp"
+#include "train/train_step.hpp"
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+nlohmann::json bench_step(const std::string& model, int vocab, int batch, int seq_len, int steps, int warmup,
+                          bool profile) {
+  strata::GptConfig config = strata::GptConfig::preset(model);
+  if (vocab > 0) config.vocab_size = vocab;
+  strata::LocalEngine engine(config, batch, seq_len, 1);
+  const std::size_t n = static_cast<std::size_t>(batch) * seq_len;
+  std::vector<std::int32_t> inputs(n), targets(n);
+  strata::Rng rng(5);
+  const strata::StepRecipe recipe{strata::LrSchedule{1e-4, 0, steps + warmup, 1.0}, strata::AdamWHyper{}, 1.0, 1};
+  auto fill = [&](int, std::span<std::int32_t> in, std::span<std::int32_t> tgt) {
+    for (auto& t : in) t = static_cast<std::int32_t>(rng.below(config.vocab_size));
+    for (auto& t : tgt) t = static_cast<std::int32_t>(rng.below(config.vocab_size));
+  };
+  std::vector<double> ms;
+  auto& prof = strata::OpProfile::global();
+  for (int s = 0; s < warmup + steps; ++s) {
+    if (s == warmup) {
+      prof.reset();
+      prof.enable(profile);
+    }
+    strata::Stopwatch watch;
+    strata::train_step(engine, recipe, s, fill, inputs, targets);
+    if (s >= warmup) ms.push_back(watch.milliseconds());
+  }
+  prof.enable(false);
+  const double med = median(ms);
+  const double flops = config.flops_per_token(seq_len) * static_cast<double>(n);
+  nlohmann::json out = {{"bench", "step"},        {"model", model},
+                        {"batch", batch},         {"seq_len", seq_len},
+                        {"threads", strata::thread_count()},
+                        {"parameters", config.parameter_count()},
+                        {"median_ms", med},       {"tokens_per_s", static_cast<double>(n) / med * 1e3},
+                        {"model_gflops", flops / med / 1e6}, {"steps", steps}};
+  if (profile) {
+    nlohmann::json ops;
+    double total = 0;
+    for (std::size_t i = 0; i < strata::kOpNames.size(); ++i) {
+      const double per_step_ms = prof.seconds(static_cast<strata::Op>(i)) * 1e3 / steps;
+      ops[std::string(strata::kOpNames[i])] = per_step_ms;
+      total += per_step_ms;
+    }
+    ops["other"] = std::max(0.0, med - total);
+    out["profile_ms"] = ops;
+  }
+  return out;
+}
+
+nlohmann::json bench_sgemm(int size, int repeats) {
+  const std::size_t n = static_cast<std::size_t>(size);
+  strata::AlignedBuffer<float> a(n * n), b(n * n), c(n * n);
+  for (std::size_t i = 0; i < n * n; ++i) a[i] = 1e-3f * static_cast<float>(i % 7), b[i] = 1e-3f * static_cast<float>(i % 5);
+  std::vector<double> seconds;
+  for (int r = 0; r < repeats + 1; ++r) {
+    strata::Stopwatch watch;
+    strata::gemm(strata::Transpose::kNo, strata::Transpose::kNo, size, size, size, 1.0f, a.data(), size, b.data(), size,
+                 0.0f, c.data(), size);
+    if (r > 0) seconds.push_back(watch.seconds());  // the first call pays for thread start-up
+  }
+  const double med = median(seconds);
+  return {{"bench", "sgemm"}, {"size", size}, {"threads", strata::thread_count()},
+          {"median_ms", med * 1e3}, {"gflops", 2.0 * size * size * static_cast<double>(size) / med / 1e9},
+          {"blas", strata::blas_description()}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"strata_bench: one measurement per call, printed as a JSON line"};
+  app.require_subcommand(1);
+  int threads = 0;
+  app.add_option("--threads", threads, "worker threads (0: OMP_NUM_THREADS or all cores)");
+
+  std::string model = "tiny";
+  int vocab = 0, batch = 4, seq_len = 64, steps = 10, warmup = 2;
+  bool profile = false;
+  CLI::App* step = app.add_subcommand("step", "median time of a full training step (forward, backward, AdamW)");
+  step->add_option("--model", model, "model preset")->capture_default_str();
+  step->add_option("--vocab-size", vocab, "override the preset's vocabulary (0: keep)");
+  step->add_option("--batch", batch, "sequences per step")->capture_default_str();
+  step->add_option("--seq-len", seq_len, "tokens per sequence")->capture_default_str();
+  step->add_option("--steps", steps, "measured steps")->capture_default_str();
+  step->add_option("--warmup", warmup, "unmeasured steps first")->capture_default_str();
+  step->add_flag("--profile", profile, "add per-operation milliseconds per step");
+
+  int size = 2048, repeats = 5;
+  CLI::App* sgemm = app.add_subcommand("sgemm", "OpenBLAS sgemm rate on size^3");
+  sgemm->add_option("--size", size, "matrix size")->capture_default_str();
+  sgemm->add_option("--repeats", repeats, "measured repeats")->capture_default_str();
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    strata::set_thread_count(threads);
+    if (*step) fmt::print("{}\n", bench_step(model, vocab, batch, seq_len, steps, warmup, profile).dump());
+    if (*sgemm) fmt::print("{}\n", bench_sgemm(size, repeats).dump());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "strata_bench: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
