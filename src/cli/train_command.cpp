@@ -34,6 +34,7 @@ void add_train_command(CLI::App& app) {
   train->callback([state, train]() {
     if (!state->config_file.empty()) apply_config_file(state->config_file, state->specs, *train);
     state->config.validate();
+    state->config.resolve_defaults();
     fmt::print("resolved configuration (TOML, reusable with --config):\n{}\n", options_as_toml(state->specs));
     Trainer trainer(state->config);
     trainer.run(std::cout);

@@ -23,6 +23,16 @@ GptConfig TrainConfig::model_config() const {
   return c;
 }
 
+void TrainConfig::resolve_defaults() {
+  const GptConfig c = model_config();
+  n_layer = c.n_layer;
+  n_embd = c.n_embd;
+  n_head = c.n_head;
+  vocab_size = c.vocab_size;
+  context_length = c.context_length;
+  seq_len = resolved_seq_len();
+}
+
 int TrainConfig::resolved_seq_len() const { return seq_len > 0 ? seq_len : model_config().context_length; }
 
 void TrainConfig::validate() const {

@@ -56,6 +56,8 @@ struct TrainConfig {
 
   GptConfig model_config() const;
   int resolved_seq_len() const;
+  // Replaces every "0: from the preset" field by the value it stands for.
+  void resolve_defaults();
   // Throws strata::Error naming the first bad setting.
   void validate() const;
 };
