@@ -1,17 +1,24 @@
-// The `strata` command line: subcommands, and one place that turns errors into a message and
-// a non-zero exit.
+// The `strata` command line: MPI start-up, subcommands, and the one place that turns errors
+// into a message and an exit code. An error every rank agreed on ends the job normally; an error
+// on one rank mid-run aborts the whole job (MPI_Abort) so no peer is left waiting.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 #include <exception>
+#include <sstream>
 
+#include "cli/exit_codes.hpp"
 #include "cli/models_command.hpp"
 #include "cli/train_command.hpp"
+#include "comm/mpi/mpi_runtime.hpp"
 #include "core/error.hpp"
 
 int main(int argc, char** argv) {
+  strata::MpiRuntime mpi(&argc, &argv);
+  const bool root = strata::MpiRuntime::world_rank() == 0;
   CLI::App app{"strata: sharded data-parallel training of GPT models, partitioned along the machine's "
-               "bandwidth hierarchy.\nRun 'strata <command> --help' for a command's flags."};
+               "bandwidth hierarchy.\nRun 'strata <command> --help' for a command's flags; launch with "
+               "mpirun -np N for N data-parallel ranks."};
   app.set_version_flag("--version", "strata 0.1.0");
   app.require_subcommand(1);
   strata::add_train_command(app);
@@ -19,13 +26,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  } catch (const strata::Error& e) {
-    fmt::print(stderr, "strata: error: {}\n", e.what());
-    return 1;
+    std::ostringstream quiet;
+    return root ? app.exit(e) : app.exit(e, quiet, quiet);  // every rank parsed the same flags
+  } catch (const strata::AgreedExit& e) {
+    return e.code;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "strata: internal error: {}\n", e.what());
-    return 2;
+    strata::MpiRuntime::abort(e.what(), strata::kExitFailure);
   }
-  return 0;
+  return strata::kExitOk;
 }

@@ -33,7 +33,10 @@ void assign(const std::string& path, const std::string& key, const toml::node& n
   std::visit(
       [&](auto* target) {
         using T = std::remove_pointer_t<decltype(target)>;
-        if constexpr (std::is_same_v<T, std::string>) {
+        if constexpr (std::is_same_v<T, bool>) {
+          STRATA_REQUIRE(node.is_boolean(), "{}: '{}' must be true or false", path, key);
+          *target = *node.value<bool>();
+        } else if constexpr (std::is_same_v<T, std::string>) {
           const auto v = node.value<std::string>();
           STRATA_REQUIRE(v.has_value(), "{}: '{}' must be a string", path, key);
           *target = *v;
@@ -55,8 +58,16 @@ void assign(const std::string& path, const std::string& key, const toml::node& n
 
 void register_options(CLI::App& app, const std::vector<OptionSpec>& specs) {
   for (const auto& spec : specs) {
-    std::visit([&](auto* target) { app.add_option("--" + spec.name, *target, spec.help)->capture_default_str()->group(spec.group); },
-               spec.target);
+    std::visit(
+        [&](auto* target) {
+          using T = std::remove_pointer_t<decltype(target)>;
+          if constexpr (std::is_same_v<T, bool>) {
+            app.add_flag("--" + spec.name, *target, spec.help)->group(spec.group);
+          } else {
+            app.add_option("--" + spec.name, *target, spec.help)->capture_default_str()->group(spec.group);
+          }
+        },
+        spec.target);
   }
 }
 
@@ -97,7 +108,9 @@ std::string options_as_toml(const std::vector<OptionSpec>& specs) {
     std::visit(
         [&](auto* target) {
           using T = std::remove_pointer_t<decltype(target)>;
-          if constexpr (std::is_same_v<T, std::string>) {
+          if constexpr (std::is_same_v<T, bool>) {
+            out += fmt::format("{} = {}\n", spec.name, *target ? "true" : "false");
+          } else if constexpr (std::is_same_v<T, std::string>) {
             out += fmt::format("{} = \"{}\"\n", spec.name, *target);
           } else if constexpr (std::is_same_v<T, double>) {
             std::string v = fmt::format("{}", *target);

@@ -10,10 +10,10 @@
 
 namespace strata {
 
-using OptionTarget = std::variant<int*, std::int64_t*, double*, std::string*>;
+using OptionTarget = std::variant<bool*, int*, std::int64_t*, double*, std::string*>;
 
 struct OptionSpec {
-  std::string name;   // the flag without "--"; also the TOML key
+  std::string name;   // the flag without "--"; also the TOML key (a bool is a flag taking no value)
   std::string group;  // help section; also an optional TOML table name
   std::string help;
   OptionTarget target;

@@ -1,4 +1,6 @@
 // `strata train`: parse, merge the config file under the flags, print the resolved settings, run.
+// Under MPI the set-up is agreed on by all ranks before any collective call, so a bad setting
+// or a missing file on one rank ends the job with the reason instead of a hang.
 #include "cli/train_command.hpp"
 
 #include <fmt/format.h>
@@ -6,7 +8,10 @@
 #include <iostream>
 #include <string>
 
+#include "cli/exit_codes.hpp"
 #include "cli/train_options.hpp"
+#include "comm/mpi/mpi_runtime.hpp"
+#include "core/error.hpp"
 #include "train/trainer.hpp"
 
 namespace strata {
@@ -19,6 +24,33 @@ struct TrainCommandState {
   std::vector<OptionSpec> specs;
 };
 
+void run_train(TrainCommandState& state, const CLI::App& command) {
+  const int rank = MpiRuntime::world_rank();
+  std::unique_ptr<Trainer> trainer;
+  std::string problem;
+  try {
+    if (!state.config_file.empty()) apply_config_file(state.config_file, state.specs, command);
+    state.config.validate();
+    state.config.resolve_defaults();
+    trainer = std::make_unique<Trainer>(state.config);
+  } catch (const Error& e) {
+    problem = e.what();
+  }
+  const int failing = MpiRuntime::first_failing_rank(!problem.empty());
+  if (failing >= 0) {
+    if (rank == failing) {
+      const bool alone = MpiRuntime::world_size() == 1;
+      fmt::print(stderr, "strata: error{}: {}\n", alone ? "" : fmt::format(" (rank {})", rank), problem);
+    }
+    throw AgreedExit{kExitUsage};
+  }
+  if (rank == 0) {
+    fmt::print("resolved configuration (TOML, reusable with --config):\n{}\n", options_as_toml(state.specs));
+  }
+  trainer->connect();
+  trainer->run(std::cout);
+}
+
 }  // namespace
 
 void add_train_command(CLI::App& app) {
@@ -27,18 +59,12 @@ void add_train_command(CLI::App& app) {
   CLI::App* train = app.add_subcommand(
       "train",
       "Train a GPT-2 model. With no flags: the tiny model on the built-in corpus for 1000 steps (seconds on 2 cores).\n"
-      "Every flag is also a key of the optional TOML file given with --config (flags win).");
+      "Every flag is also a key of the optional TOML file given with --config (flags win).\n"
+      "Under mpirun the ranks are data-parallel replicas partitioned by --topology and --plan.");
   train->add_option("--config", state->config_file, "TOML file of settings; keys are the flag names below")
       ->check(CLI::ExistingFile);
   register_options(*train, state->specs);
-  train->callback([state, train]() {
-    if (!state->config_file.empty()) apply_config_file(state->config_file, state->specs, *train);
-    state->config.validate();
-    state->config.resolve_defaults();
-    fmt::print("resolved configuration (TOML, reusable with --config):\n{}\n", options_as_toml(state->specs));
-    Trainer trainer(state->config);
-    trainer.run(std::cout);
-  });
+  train->callback([state, train]() { run_train(*state, *train); });
 }
 
 }  // namespace strata

@@ -37,6 +37,21 @@ std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
       {"eps", "optimizer", "AdamW epsilon", &c.eps},
       {"grad-clip", "optimizer", "clip the global gradient norm to this (0: off)", &c.grad_clip},
 
+      {"topology", "parallel",
+       "levels innermost first, name:fanout[@bandwidth][~latency], the outermost may be '*' "
+       "(e.g. gcd:2@200GB/s,gpu:4@50GB/s,node:*@12.5GB/s), or a preset: frontier, dgx, flat",
+       &c.topology},
+      {"plan", "parallel",
+       "where each state is partitioned: ddp, zero1, zero2, zero3, zeropp, mics, hier3, or "
+       "weights=L,grads=L,optim=L,secondary=L with L a level name, world or none (auto: one process runs the "
+       "plain reference, more run hier3)",
+       &c.plan},
+      {"dtype", "parallel", "working weights and communicated gradients: fp32 or bf16 (master and Adam stay fp32)",
+       &c.dtype},
+      {"prefetch", "parallel", "1: start gathering the next unit's weights while this one computes; 0: off",
+       &c.prefetch},
+      {"report", "parallel", "measure one step, print the plan's memory and traffic report, and stop", &c.report},
+
       {"seed", "run", "seed of the weight initialisation", &c.seed},
       {"threads", "run", "worker threads for kernels and BLAS (0: OMP_NUM_THREADS or all cores)", &c.threads},
       {"val-every", "run", "validate every N steps and after the last (0: never)", &c.val_every},

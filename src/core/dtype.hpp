@@ -7,13 +7,14 @@
 
 namespace strata {
 
-enum class DType : std::uint32_t { kF32 = 0, kI32 = 1, kF64 = 2 };
+enum class DType : std::uint32_t { kF32 = 0, kI32 = 1, kF64 = 2, kBF16 = 3 };
 
 constexpr std::size_t dtype_size(DType t) {
   switch (t) {
     case DType::kF32: return 4;
     case DType::kI32: return 4;
     case DType::kF64: return 8;
+    case DType::kBF16: return 2;
   }
   return 0;
 }
@@ -23,11 +24,12 @@ constexpr std::string_view dtype_name(DType t) {
     case DType::kF32: return "f32";
     case DType::kI32: return "i32";
     case DType::kF64: return "f64";
+    case DType::kBF16: return "bf16";
   }
   return "unknown";
 }
 
-constexpr bool dtype_is_known(std::uint32_t code) { return code <= 2; }
+constexpr bool dtype_is_known(std::uint32_t code) { return code <= 3; }
 
 template <class T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::kF32; }

@@ -62,6 +62,7 @@ double TensorArchive::scalar(const std::string& name) const {
     case DType::kF64: { double v; std::memcpy(&v, t.bytes.data(), 8); return v; }
     case DType::kF32: { float v; std::memcpy(&v, t.bytes.data(), 4); return v; }
     case DType::kI32: { std::int32_t v; std::memcpy(&v, t.bytes.data(), 4); return v; }
+    case DType::kBF16: break;
   }
   return 0.0;
 }

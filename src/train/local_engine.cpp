@@ -5,6 +5,7 @@
 
 #include "core/op_profile.hpp"
 #include "model/init.hpp"
+#include "train/checkpoint.hpp"
 #include "train/grad_norm.hpp"
 
 namespace strata {
@@ -45,6 +46,14 @@ void LocalEngine::optimizer_step(const AdamWHyper& hyper, double lr, int step, f
     adamw_update_unit_slice(unit, Range{0, unit.numel}, params_.unit(u), grads_.unit(u), m_.unit(u), v_.unit(u),
                             hyper, static_cast<float>(lr), step, grad_scale);
   }
+}
+
+void LocalEngine::save_checkpoint(const std::string& path, int completed_steps) {
+  strata::save_checkpoint(path, layout(), completed_steps, {params_, m_, v_});
+}
+
+int LocalEngine::load_checkpoint(const std::string& path) {
+  return strata::load_checkpoint(path, layout(), {params_, m_, v_});
 }
 
 }  // namespace strata

@@ -30,6 +30,8 @@ class LocalEngine final : public TrainingEngine {
   float evaluate(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) override;
   double grad_norm() override;
   void optimizer_step(const AdamWHyper& hyper, double lr, int step, float grad_scale) override;
+  void save_checkpoint(const std::string& path, int completed_steps) override;
+  int load_checkpoint(const std::string& path) override;
 
  private:
   Gpt gpt_;

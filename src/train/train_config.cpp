@@ -33,6 +33,10 @@ void TrainConfig::resolve_defaults() {
   seq_len = resolved_seq_len();
 }
 
+bool TrainConfig::sharded(int world_size) const {
+  return world_size > 1 || plan != "auto" || dtype != "fp32" || topology != "flat" || report;
+}
+
 int TrainConfig::resolved_seq_len() const { return seq_len > 0 ? seq_len : model_config().context_length; }
 
 void TrainConfig::validate() const {
@@ -63,6 +67,8 @@ void TrainConfig::validate() const {
   STRATA_REQUIRE(log_every >= 1, "log-every must be at least 1 (got {})", log_every);
   STRATA_REQUIRE(save_every >= 0, "save-every must not be negative (got {})", save_every);
   STRATA_REQUIRE(save_every == 0 || !save.empty(), "save-every needs a checkpoint path (--save)");
+  STRATA_REQUIRE(dtype == "fp32" || dtype == "bf16", "dtype must be fp32 or bf16 (got '{}')", dtype);
+  STRATA_REQUIRE(prefetch == 0 || prefetch == 1, "prefetch must be 0 or 1 (got {})", prefetch);
   STRATA_REQUIRE(stop_after >= 0, "stop-after must not be negative (got {})", stop_after);
 }
 

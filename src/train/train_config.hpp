@@ -42,6 +42,13 @@ struct TrainConfig {
   double eps = 1e-8;
   double grad_clip = 1.0;
 
+  // Partitioning (the sharding engine; one process without these uses the plain reference).
+  std::string topology = "flat";  // levels, innermost first, e.g. "gcd:2,gpu:4,node:*", or a preset
+  std::string plan = "auto";      // preset or explicit list; auto: local reference for one process, else hier3
+  std::string dtype = "fp32";     // working weights and communicated gradients: fp32 or bf16
+  int prefetch = 1;               // 1: start gathering the next unit while this one computes
+  bool report = false;            // measure one step, print the plan report, stop
+
   // Run.
   std::int64_t seed = 1337;
   int threads = 0;  // 0: OMP_NUM_THREADS or all cores
@@ -55,6 +62,8 @@ struct TrainConfig {
   int stop_after = 0;                            // stop after N steps of this invocation (0: run to the end)
 
   GptConfig model_config() const;
+  // Whether this run uses the sharding engine rather than the single-process reference.
+  bool sharded(int world_size) const;
   int resolved_seq_len() const;
   // Replaces every "0: from the preset" field by the value it stands for.
   void resolve_defaults();

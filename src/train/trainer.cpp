@@ -13,9 +13,14 @@
 #include "core/error.hpp"
 #include "core/stopwatch.hpp"
 #include "core/threads.hpp"
+#include "comm/mpi/mpi_communicator.hpp"
+#include "comm/mpi/mpi_runtime.hpp"
+#include "comm/mpi/node_check.hpp"
+#include "train/local_engine.hpp"
+#include "zero/plan_report.hpp"
+#include "zero/sharded_engine.hpp"
 #include "train/builtin_corpus.hpp"
 #include "train/byte_tokenizer.hpp"
-#include "train/checkpoint.hpp"
 #include "train/train_step.hpp"
 #include "train/metrics_log.hpp"
 
@@ -70,6 +75,17 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   config_.validate();
   model_ = config_.model_config();
   seq_len_ = config_.resolved_seq_len();
+  if (MpiRuntime::initialized()) {
+    rank_ = MpiRuntime::world_rank();
+    world_ = MpiRuntime::world_size();
+  }
+  STRATA_REQUIRE(!config_.sharded(world_) || MpiRuntime::initialized(),
+                 "the sharding engine needs MPI; run it through the strata command (mpirun -np N strata train ...)");
+  if (config_.sharded(world_)) {
+    // Checked here, before any collective call, so every rank refuses a bad setting alike.
+    const Topology topology = Topology::parse(config_.topology, world_);
+    ShardPlan::parse(config_.plan == "auto" ? "hier3" : config_.plan, topology);
+  }
   set_thread_count(config_.threads);
 
   TokenData all = load_data(config_, config_.data, model_.vocab_size);
@@ -83,18 +99,40 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   } else {
     train_data_ = std::move(all);
   }
-  train_loader_ = std::make_unique<BatchLoader>(train_data_.tokens, train_data_.source, config_.batch_size, seq_len_);
+  // The loaders serve global batches: every rank takes its rows.
+  const int global_batch = config_.batch_size * world_;
+  train_loader_ = std::make_unique<BatchLoader>(train_data_.tokens, train_data_.source, global_batch, seq_len_);
   if (!val_data_.tokens.empty() || !config_.val_data.empty()) {
-    val_loader_ = std::make_unique<BatchLoader>(val_data_.tokens, val_data_.source, config_.batch_size, seq_len_);
+    val_loader_ = std::make_unique<BatchLoader>(val_data_.tokens, val_data_.source, global_batch, seq_len_);
   }
-  engine_ = std::make_unique<LocalEngine>(model_, config_.batch_size, seq_len_, static_cast<std::uint64_t>(config_.seed));
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::connect() {
+  const auto seed = static_cast<std::uint64_t>(config_.seed);
+  if (config_.sharded(world_)) {
+    Topology topology = Topology::parse(config_.topology, world_);
+    ShardedEngineOptions options;
+    options.plan = ShardPlan::parse(config_.plan == "auto" ? "hier3" : config_.plan, topology);
+    options.weight_dtype = options.grad_dtype = config_.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+    options.prefetch = config_.prefetch != 0;
+    options.grad_accum = config_.grad_accum;
+    comm_ = std::make_unique<MpiCommunicator>(std::move(topology));
+    auto engine = std::make_unique<ShardedEngine>(model_, config_.batch_size, seq_len_, seed, *comm_, options);
+    sharded_ = engine.get();
+    engine_ = std::move(engine);
+  } else {
+    engine_ = std::make_unique<LocalEngine>(model_, config_.batch_size, seq_len_, seed);
+  }
   if (!config_.resume.empty()) {
-    start_step_ = load_checkpoint(config_.resume, engine_->layout(),
-                                  {engine_->params(), engine_->adam_m(), engine_->adam_v()});
+    start_step_ = engine_->load_checkpoint(config_.resume);
     STRATA_REQUIRE(start_step_ <= config_.steps, "{}: the checkpoint has completed {} steps, more than --steps {}",
                    config_.resume, start_step_, config_.steps);
   }
 }
+
+bool Trainer::agree(bool flag) { return world_ > 1 ? MpiRuntime::any_rank(flag) : flag; }
 
 double Trainer::validation_loss() {
   const std::size_t n = static_cast<std::size_t>(config_.batch_size) * seq_len_;
@@ -102,7 +140,7 @@ double Trainer::validation_loss() {
   const int batches = static_cast<int>(std::min<std::uint64_t>(config_.val_batches, val_loader_->batches_per_epoch()));
   double total = 0.0;
   for (int b = 0; b < batches; ++b) {
-    val_loader_->fill(static_cast<std::uint64_t>(b), 0, config_.batch_size, inputs, targets);
+    val_loader_->fill(static_cast<std::uint64_t>(b), rank_ * config_.batch_size, config_.batch_size, inputs, targets);
     total += engine_->evaluate(inputs, targets);
   }
   return total / batches;
@@ -110,14 +148,16 @@ double Trainer::validation_loss() {
 
 void Trainer::save(int completed_steps, std::ostream& out) {
   if (config_.save.empty()) return;
-  save_checkpoint(config_.save, engine_->layout(), completed_steps,
-                  {engine_->params(), engine_->adam_m(), engine_->adam_v()});
+  engine_->save_checkpoint(config_.save, completed_steps);
   fmt::print(out, "checkpoint: {} (after step {})\n", config_.save, completed_steps);
 }
 
-TrainSummary Trainer::run(std::ostream& out) {
+TrainSummary Trainer::run(std::ostream& console) {
+  STRATA_REQUIRE(engine_ != nullptr, "Trainer::run needs connect() first");
+  std::ostream null_stream(nullptr);
+  std::ostream& out = rank_ == 0 ? console : null_stream;
   const std::size_t tokens_per_micro = static_cast<std::size_t>(config_.batch_size) * seq_len_;
-  const std::size_t tokens_per_step = tokens_per_micro * config_.grad_accum;
+  const std::size_t tokens_per_step = tokens_per_micro * config_.grad_accum * static_cast<std::size_t>(world_);
   const double flops_per_step = model_.flops_per_token(seq_len_) * static_cast<double>(tokens_per_step);
 
   fmt::print(out, "blas: {}\n", blas_description());
@@ -128,12 +168,21 @@ TrainSummary Trainer::run(std::ostream& out) {
   fmt::print(out, "train data: {}: {}, {} tokens, {} batches per epoch\n", train_data_.source, train_data_.description,
              train_data_.tokens.size(), train_loader_->batches_per_epoch());
   if (val_loader_) fmt::print(out, "val data: {}: {} tokens\n", val_data_.source, val_data_.tokens.size());
-  fmt::print(out, "step: {} micro-batch(es) of {} x {} = {} tokens; FLOPs/token = 6N + 12LCT = {:.4g} (N = {})\n",
-             config_.grad_accum, config_.batch_size, seq_len_, tokens_per_step, model_.flops_per_token(seq_len_),
+  fmt::print(out, "step: {} micro-batch(es) of {} ranks x {} x {} = {} tokens; FLOPs/token = 6N + 12LCT = {:.4g} (N = {})\n",
+             config_.grad_accum, world_, config_.batch_size, seq_len_, tokens_per_step, model_.flops_per_token(seq_len_),
              model_.matmul_parameter_count());
+  if (sharded_ != nullptr) {
+    const Topology& t = sharded_->communicator().topology();
+    fmt::print(out, "engine: sharded | topology {} | plan {}: {} | {} | prefetch {}\n", t.to_string(),
+               sharded_->plan().name, sharded_->plan().describe(t), config_.dtype, config_.prefetch ? "on" : "off");
+    const std::string nodes = describe_declared_nodes(t);
+    if (!nodes.empty()) fmt::print(out, "{}\n", nodes);
+  } else {
+    fmt::print(out, "engine: single-process reference\n");
+  }
   if (start_step_ > 0) fmt::print(out, "resumed: {} after step {}\n", config_.resume, start_step_);
 
-  MetricsLog metrics(config_.metrics, start_step_ > 0);
+  MetricsLog metrics(rank_ == 0 ? config_.metrics : std::string(), start_step_ > 0);
   if (metrics.enabled()) fmt::print(out, "metrics: {}\n", config_.metrics);
   metrics.write({{"type", "run"},
                  {"model", model_.name},
@@ -159,8 +208,8 @@ TrainSummary Trainer::run(std::ostream& out) {
     const StepOutcome outcome = train_step(
         *engine_, recipe, step,
         [&](int micro, std::span<std::int32_t> in, std::span<std::int32_t> tgt) {
-          train_loader_->fill(static_cast<std::uint64_t>(step) * config_.grad_accum + micro, 0, config_.batch_size, in,
-                              tgt);
+          train_loader_->fill(static_cast<std::uint64_t>(step) * config_.grad_accum + micro, rank_ * config_.batch_size,
+                              config_.batch_size, in, tgt);
         },
         inputs, targets);
     const double seconds = watch.seconds();
@@ -185,8 +234,10 @@ TrainSummary Trainer::run(std::ostream& out) {
                  record.tokens_per_second, record.tflops, format_duration(eta));
       out.flush();
     }
-    const bool stop_here = config_.stop_after > 0 && record.step - start_step_ >= config_.stop_after;
-    const bool last = record.step == config_.steps || g_stop_requested || stop_here;
+    const bool stop_here = (config_.stop_after > 0 && record.step - start_step_ >= config_.stop_after) || config_.report;
+    // A signal may reach some ranks only; they agree before acting on it.
+    const bool signalled = agree(g_stop_requested);
+    const bool last = record.step == config_.steps || signalled || stop_here;
     if (val_loader_ && config_.val_every > 0 && (record.step % config_.val_every == 0 || last)) {
       const double val = validation_loss();
       summary.vals.push_back({record.step, val});
@@ -194,11 +245,11 @@ TrainSummary Trainer::run(std::ostream& out) {
       fmt::print(out, "val  {:>5}/{} | val loss {:.4f}\n", record.step, config_.steps, val);
     }
     if (config_.save_every > 0 && record.step % config_.save_every == 0 && !last) save(record.step, out);
-    if (g_stop_requested || (stop_here && record.step < config_.steps)) {
+    if (signalled || (stop_here && record.step < config_.steps)) {
       fmt::print(out, "stopping after step {} ({})\n", record.step,
-                 g_stop_requested ? "signal received" : "--stop-after");
+                 signalled ? "signal received" : (config_.report ? "--report" : "--stop-after"));
       summary.interrupted = true;
-      save(record.step, out);
+      if (!config_.report) save(record.step, out);
       break;
     }
   }
@@ -206,6 +257,9 @@ TrainSummary Trainer::run(std::ostream& out) {
   std::signal(SIGINT, previous_int);
   std::signal(SIGTERM, previous_term);
 
+  if (sharded_ != nullptr) {
+    fmt::print(out, "\n{}", format_plan_report(plan_report(*sharded_, config_.grad_accum)));
+  }
   if (!step_ms.empty()) {
     const double med = median(step_ms);
     fmt::print(out, "done: {} steps | median {:.1f} ms/step | {:.0f} tok/s | {:.3f} TFLOP/s\n", step_ms.size(), med,

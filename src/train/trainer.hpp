@@ -1,17 +1,21 @@
 // The training loop: data, schedule, gradient accumulation, clipping, AdamW, validation,
-// step lines on the console, JSON-lines metrics and checkpoints.
+// step lines on the console, JSON-lines metrics, checkpoints, and the plan report of a sharded
+// run. Under MPI every rank runs it; rank 0 alone prints and writes metrics.
 #pragma once
 
 #include <memory>
 #include <ostream>
 #include <vector>
 
+#include "comm/communicator.hpp"
 #include "train/batch_loader.hpp"
-#include "train/local_engine.hpp"
 #include "train/token_file.hpp"
 #include "train/train_config.hpp"
+#include "train/training_engine.hpp"
 
 namespace strata {
+
+class ShardedEngine;
 
 struct StepRecord {
   int step = 0;  // 1-based
@@ -36,23 +40,35 @@ struct TrainSummary {
 
 class Trainer {
  public:
+  // Local work only (settings, topology and plan checks, data loading), so that a failure here
+  // can be agreed on by all ranks before any collective call.
   explicit Trainer(const TrainConfig& config);
+  ~Trainer();
+  // Collective under MPI: communicators, the engine, and --resume.
+  void connect();
   TrainSummary run(std::ostream& out);
 
-  LocalEngine& engine() { return *engine_; }
+  TrainingEngine& engine() { return *engine_; }
+  ShardedEngine* sharded_engine() { return sharded_; }
+  int rank() const { return rank_; }
 
  private:
   double validation_loss();
   void save(int completed_steps, std::ostream& out);
+  bool agree(bool flag);
 
   TrainConfig config_;
   GptConfig model_;
   int seq_len_;
+  int rank_ = 0;
+  int world_ = 1;
   TokenData train_data_;
   TokenData val_data_;
   std::unique_ptr<BatchLoader> train_loader_;
   std::unique_ptr<BatchLoader> val_loader_;
-  std::unique_ptr<LocalEngine> engine_;
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<TrainingEngine> engine_;
+  ShardedEngine* sharded_ = nullptr;
   int start_step_ = 0;
 };
 

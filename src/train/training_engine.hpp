@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "train/adamw.hpp"
 
@@ -24,6 +25,17 @@ class TrainingEngine {
   virtual double grad_norm() = 0;
   // step counts from 1; grad_scale multiplies the gradient first (clipping).
   virtual void optimizer_step(const AdamWHyper& hyper, double lr, int step, float grad_scale) = 0;
+
+  // This process's place among the data-parallel replicas: it trains rows
+  // [rank * batch, (rank + 1) * batch) of every global batch.
+  virtual int data_parallel_rank() const { return 0; }
+  virtual int data_parallel_size() const { return 1; }
+
+  // A checkpoint holds the full model whatever the partitioning (the format of
+  // train/checkpoint.hpp), so a run can resume with another plan or rank count. Collective.
+  virtual void save_checkpoint(const std::string& path, int completed_steps) = 0;
+  // Returns the completed step count.
+  virtual int load_checkpoint(const std::string& path) = 0;
 };
 
 }  // namespace strata

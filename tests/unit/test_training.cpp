@@ -21,6 +21,12 @@ std::string temp_path(const std::string& name) {
   return (dir / name).string();
 }
 
+TrainSummary run_to_end(const TrainConfig& config, std::ostream& out) {
+  Trainer trainer(config);
+  trainer.connect();
+  return trainer.run(out);
+}
+
 TrainConfig tiny_run() {
   TrainConfig c;
   c.model = "tiny";
@@ -42,6 +48,7 @@ TEST(Training, TinyModelLearnsTheBuiltinCorpus) {
   TrainConfig config = tiny_run();
   config.metrics = temp_path("metrics.jsonl");
   Trainer trainer(config);
+  trainer.connect();
   std::ostringstream log;
   const TrainSummary summary = trainer.run(log);
   ASSERT_EQ(summary.steps.size(), 150u);
@@ -64,19 +71,19 @@ TEST(Training, StopAndResumeEndsBitIdenticalToOneRun) {
   whole.grad_accum = 2;
   whole.save = temp_path("whole.ckpt");
   std::ostringstream sink;
-  Trainer(whole).run(sink);
+  run_to_end(whole, sink);
 
   TrainConfig first = whole;
   first.save = temp_path("split.ckpt");
   first.stop_after = 12;
-  const TrainSummary a = Trainer(first).run(sink);
+  const TrainSummary a = run_to_end(first, sink);
   EXPECT_TRUE(a.interrupted);
   EXPECT_EQ(a.steps.size(), 12u);
 
   TrainConfig second = first;
   second.stop_after = 0;
   second.resume = first.save;
-  const TrainSummary b = Trainer(second).run(sink);
+  const TrainSummary b = run_to_end(second, sink);
   ASSERT_EQ(b.steps.size(), 18u);
   EXPECT_EQ(b.steps.front().step, 13);
 
@@ -94,12 +101,13 @@ TEST(Training, ResumeRefusesACheckpointOfAnotherModel) {
   save.steps = 2;
   save.save = temp_path("other.ckpt");
   std::ostringstream sink;
-  Trainer(save).run(sink);
+  run_to_end(save, sink);
   TrainConfig other = tiny_run();
   other.n_embd = 32;
   other.resume = save.save;
   try {
     Trainer trainer(other);
+    trainer.connect();
     FAIL() << "expected a refusal";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("model.n_embd = 64 but this run's model has 32"), std::string::npos)

@@ -1,0 +1,176 @@
+// MPI collectives with every call checked and metered.
+#include "comm/mpi/mpi_communicator.hpp"
+
+#include <fmt/format.h>
+
+#include <climits>
+
+#include "comm/mpi/mpi_check.hpp"
+#include "comm/mpi/mpi_runtime.hpp"
+#include "core/bf16.hpp"
+#include "core/error.hpp"
+
+namespace strata {
+
+namespace {
+
+extern "C" void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const bf16*>(in);
+  auto* b = static_cast<bf16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = to_bf16(from_bf16(a[i]) + from_bf16(b[i]));
+}
+
+int checked_count(std::size_t count, std::string_view what) {
+  STRATA_REQUIRE(count <= static_cast<std::size_t>(INT_MAX), "{}: {} elements exceed MPI's int count", what, count);
+  return static_cast<int>(count);
+}
+
+class MpiRequest final : public CommRequest {
+ public:
+  MpiRequest(MPI_Request request, TrafficMeter& meter, TrafficPhase phase, int level, std::uint64_t bytes,
+             const char* what)
+      : request_(request), meter_(meter), phase_(phase), level_(level), bytes_(bytes), what_(what),
+        start_(MPI_Wtime()) {}
+  ~MpiRequest() override {
+    if (request_ != MPI_REQUEST_NULL) {
+      try {
+        wait();
+      } catch (const Error& e) {
+        MpiRuntime::abort(e.what(), 1);
+      }
+    }
+  }
+  void wait() override {
+    if (request_ == MPI_REQUEST_NULL) return;
+    mpi_check(MPI_Wait(&request_, MPI_STATUS_IGNORE), what_);
+    const TrafficPhase now = meter_.phase();
+    meter_.set_phase(phase_);
+    meter_.record(level_, bytes_, bytes_, MPI_Wtime() - start_);
+    meter_.set_phase(now);
+  }
+
+ private:
+  MPI_Request request_;
+  TrafficMeter& meter_;
+  TrafficPhase phase_;
+  int level_;
+  std::uint64_t bytes_;
+  const char* what_;
+  double start_;
+};
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(Topology topology)
+    : topology_(std::move(topology)), rank_(MpiRuntime::world_rank()), meter_(topology_.level_count()) {
+  STRATA_REQUIRE(topology_.world_size() == MpiRuntime::world_size(),
+                 "the topology describes {} ranks but the job has {}", topology_.world_size(),
+                 MpiRuntime::world_size());
+  for (int l = 0; l < topology_.level_count(); ++l) {
+    // Color: this rank with coordinate l zeroed; key: coordinate l, so comm rank == coordinate.
+    const int color = rank_ - topology_.coordinate(rank_, l) * topology_.span(l - 1);
+    MPI_Comm comm = MPI_COMM_NULL;
+    mpi_check(MPI_Comm_split(MPI_COMM_WORLD, color, topology_.coordinate(rank_, l), &comm), "MPI_Comm_split (level)");
+    level_comms_.push_back(comm);
+  }
+  for (int first = 0; first < topology_.level_count(); ++first) {
+    for (int last = first; last < topology_.level_count(); ++last) {
+      const RankGroup g = topology_.levels_group(rank_, first, last);
+      MPI_Comm comm = MPI_COMM_NULL;
+      mpi_check(MPI_Comm_split(MPI_COMM_WORLD, g.ranks.front(), rank_, &comm), "MPI_Comm_split (level range)");
+      range_comms_[{first, last}] = comm;
+    }
+  }
+  mpi_check(MPI_Type_contiguous(2, MPI_BYTE, &bf16_type_), "MPI_Type_contiguous");
+  mpi_check(MPI_Type_commit(&bf16_type_), "MPI_Type_commit");
+  mpi_check(MPI_Op_create(&bf16_sum, 1, &bf16_sum_), "MPI_Op_create");
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  for (auto& c : level_comms_) MPI_Comm_free(&c);
+  for (auto& [key, c] : range_comms_) MPI_Comm_free(&c);
+  MPI_Type_free(&bf16_type_);
+  MPI_Op_free(&bf16_sum_);
+}
+
+MPI_Datatype MpiCommunicator::mpi_type(DType type) const {
+  switch (type) {
+    case DType::kF32: return MPI_FLOAT;
+    case DType::kF64: return MPI_DOUBLE;
+    case DType::kI32: return MPI_INT;
+    case DType::kBF16: return bf16_type_;
+  }
+  fail("no MPI type for {}", dtype_name(type));
+}
+
+MPI_Op MpiCommunicator::sum_op(DType type) const { return type == DType::kBF16 ? bf16_sum_ : MPI_SUM; }
+
+void MpiCommunicator::all_gather(void* buffer, std::size_t count, DType type, int level) {
+  const double start = MPI_Wtime();
+  mpi_check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, checked_count(count, "all-gather"),
+                          mpi_type(type), level_comm(level)),
+            "MPI_Allgather");
+  const std::uint64_t bytes = (topology_.level(level).fanout - 1ULL) * count * dtype_size(type);
+  meter_.record(level, bytes, bytes, MPI_Wtime() - start);
+}
+
+std::unique_ptr<CommRequest> MpiCommunicator::start_all_gather(void* buffer, std::size_t count, DType type,
+                                                               int level) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  mpi_check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, checked_count(count, "all-gather"),
+                           mpi_type(type), level_comm(level), &request),
+            "MPI_Iallgather");
+  const std::uint64_t bytes = (topology_.level(level).fanout - 1ULL) * count * dtype_size(type);
+  return std::make_unique<MpiRequest>(request, meter_, meter_.phase(), level, bytes, "MPI_Wait (all-gather)");
+}
+
+void MpiCommunicator::reduce_scatter(const void* send, void* recv, std::size_t count, DType type, int level) {
+  const double start = MPI_Wtime();
+  mpi_check(MPI_Reduce_scatter_block(send, recv, checked_count(count, "reduce-scatter"), mpi_type(type),
+                                     sum_op(type), level_comm(level)),
+            "MPI_Reduce_scatter_block");
+  const std::uint64_t bytes = (topology_.level(level).fanout - 1ULL) * count * dtype_size(type);
+  meter_.record(level, bytes, bytes, MPI_Wtime() - start);
+}
+
+std::unique_ptr<CommRequest> MpiCommunicator::start_reduce_scatter(const void* send, void* recv, std::size_t count,
+                                                                   DType type, int level) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  mpi_check(MPI_Ireduce_scatter_block(send, recv, checked_count(count, "reduce-scatter"), mpi_type(type),
+                                      sum_op(type), level_comm(level), &request),
+            "MPI_Ireduce_scatter_block");
+  const std::uint64_t bytes = (topology_.level(level).fanout - 1ULL) * count * dtype_size(type);
+  return std::make_unique<MpiRequest>(request, meter_, meter_.phase(), level, bytes, "MPI_Wait (reduce-scatter)");
+}
+
+void MpiCommunicator::all_to_all(const void* send, void* recv, std::size_t count, DType type, int level) {
+  const double start = MPI_Wtime();
+  const int n = checked_count(count, "all-to-all");
+  mpi_check(MPI_Alltoall(send, n, mpi_type(type), recv, n, mpi_type(type), level_comm(level)), "MPI_Alltoall");
+  const std::uint64_t bytes = (topology_.level(level).fanout - 1ULL) * count * dtype_size(type);
+  meter_.record(level, bytes, bytes, MPI_Wtime() - start);
+}
+
+void MpiCommunicator::broadcast(void* buffer, std::size_t count, DType type, int root_coordinate, int level) {
+  const double start = MPI_Wtime();
+  mpi_check(MPI_Bcast(buffer, checked_count(count, "broadcast"), mpi_type(type), root_coordinate, level_comm(level)),
+            "MPI_Bcast");
+  const std::uint64_t bytes = count * dtype_size(type);
+  const bool root = topology_.coordinate(rank_, level) == root_coordinate;
+  meter_.record(level, root ? bytes : 0, root ? 0 : bytes, MPI_Wtime() - start);
+}
+
+void MpiCommunicator::all_reduce_control(double* values, int count, int first_level, int last_level) {
+  if (last_level < first_level) return;
+  const double start = MPI_Wtime();
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, range_comms_.at({first_level, last_level})),
+            "MPI_Allreduce (control)");
+  meter_.record_control(static_cast<std::uint64_t>(count) * sizeof(double), MPI_Wtime() - start);
+}
+
+void MpiCommunicator::barrier() { mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+
+}  // namespace strata

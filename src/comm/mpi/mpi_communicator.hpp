@@ -1,0 +1,50 @@
+// The MPI backend of the communication seam: one communicator per topology level (ranks that
+// differ only in that level's coordinate, ordered by it) and one per contiguous level range for
+// control reductions, all made once at start-up. Standard MPI-3 only (Open MPI, MPICH, Cray MPICH).
+#pragma once
+
+#include <mpi.h>
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.hpp"
+
+namespace strata {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(Topology topology);
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return topology_.world_size(); }
+  const Topology& topology() const override { return topology_; }
+  TrafficMeter& meter() override { return meter_; }
+
+  void all_gather(void* buffer, std::size_t count, DType type, int level) override;
+  std::unique_ptr<CommRequest> start_all_gather(void* buffer, std::size_t count, DType type, int level) override;
+  void reduce_scatter(const void* send, void* recv, std::size_t count, DType type, int level) override;
+  std::unique_ptr<CommRequest> start_reduce_scatter(const void* send, void* recv, std::size_t count, DType type,
+                                                    int level) override;
+  void all_to_all(const void* send, void* recv, std::size_t count, DType type, int level) override;
+  void broadcast(void* buffer, std::size_t count, DType type, int root_coordinate, int level) override;
+  void all_reduce_control(double* values, int count, int first_level, int last_level) override;
+  void barrier() override;
+
+ private:
+  MPI_Datatype mpi_type(DType type) const;
+  MPI_Op sum_op(DType type) const;
+  MPI_Comm level_comm(int level) const { return level_comms_.at(static_cast<std::size_t>(level)); }
+
+  Topology topology_;
+  int rank_ = 0;
+  TrafficMeter meter_;
+  std::vector<MPI_Comm> level_comms_;
+  std::map<std::pair<int, int>, MPI_Comm> range_comms_;
+  MPI_Datatype bf16_type_ = MPI_DATATYPE_NULL;
+  MPI_Op bf16_sum_ = MPI_OP_NULL;
+};
+
+}  // namespace strata

@@ -1,0 +1,84 @@
+// MPI runtime; communicators return errors (MPI_ERRORS_RETURN) so each call is checked.
+#include "comm/mpi/mpi_runtime.hpp"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+
+#include "comm/mpi/mpi_check.hpp"
+#include "core/error.hpp"
+
+namespace strata {
+
+void mpi_check(int code, std::string_view call) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  fail("{} failed: {}", call, std::string_view(text, static_cast<std::size_t>(length)));
+}
+
+MpiRuntime::MpiRuntime(int* argc, char*** argv) {
+  int provided = 0;
+  const int code = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  if (code != MPI_SUCCESS) {
+    std::fprintf(stderr, "strata: error: MPI_Init_thread failed (code %d)\n", code);
+    std::exit(1);
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+}
+
+MpiRuntime::~MpiRuntime() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+bool MpiRuntime::initialized() {
+  int init = 0, done = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&done);
+  return init && !done;
+}
+
+int MpiRuntime::first_failing_rank(bool failed) {
+  int local = failed ? world_rank() : INT_MAX, global = INT_MAX;
+  mpi_check(MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce (failure rank)");
+  return global == INT_MAX ? -1 : global;
+}
+
+int MpiRuntime::world_rank() {
+  int r = 0;
+  mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &r), "MPI_Comm_rank");
+  return r;
+}
+
+int MpiRuntime::world_size() {
+  int n = 1;
+  mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &n), "MPI_Comm_size");
+  return n;
+}
+
+bool MpiRuntime::any_rank(bool failed) {
+  int local = failed ? 1 : 0, global = 0;
+  mpi_check(MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce (failure flag)");
+  return global != 0;
+}
+
+void MpiRuntime::abort(const std::string& message, int code) {
+  const int size = world_size();
+  if (size > 1) {
+    std::fprintf(stderr, "strata: error on rank %d: %s\n", world_rank(), message.c_str());
+  } else {
+    std::fprintf(stderr, "strata: error: %s\n", message.c_str());
+  }
+  std::fflush(stderr);
+  if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  MPI_Finalize();
+  std::exit(code);
+}
+
+}  // namespace strata

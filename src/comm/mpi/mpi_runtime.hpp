@@ -1,0 +1,28 @@
+// MPI start-up and shutdown for the process, and the two ways a job ends on failure: agreed
+// (every rank reached the same check, so all finalize cleanly and exit non-zero) or abort (one
+// rank failed mid-run, so MPI_Abort ends the whole job promptly rather than leaving peers hung).
+#pragma once
+
+#include <string>
+
+namespace strata {
+
+class MpiRuntime {
+ public:
+  MpiRuntime(int* argc, char*** argv);
+  ~MpiRuntime();
+  MpiRuntime(const MpiRuntime&) = delete;
+  MpiRuntime& operator=(const MpiRuntime&) = delete;
+
+  static bool initialized();
+  static int world_rank();
+  static int world_size();
+  // True on every rank when `failed` is true on any rank (a collective call).
+  static bool any_rank(bool failed);
+  // The lowest rank with `failed` set, or -1 when none (a collective call).
+  static int first_failing_rank(bool failed);
+  // Prints "strata: error[ on rank r]: message" to stderr and ends every rank with `code`.
+  [[noreturn]] static void abort(const std::string& message, int code);
+};
+
+}  // namespace strata

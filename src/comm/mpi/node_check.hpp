@@ -1,0 +1,16 @@
+// Compares the declared topology's nodes with the real ones (ranks sharing memory, found with
+// MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)). Declared "virtual" nodes on one host are allowed:
+// they are how multi-node plans are tested on one machine.
+#pragma once
+
+#include <string>
+
+#include "topo/topology.hpp"
+
+namespace strata {
+
+// Collective. Empty when declared and real nodes agree; otherwise a line for the log: a note for
+// virtual nodes on one host, a warning when the declaration splits or merges real nodes.
+std::string describe_declared_nodes(const Topology& topology);
+
+}  // namespace strata
