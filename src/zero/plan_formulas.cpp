@@ -17,8 +17,10 @@ std::uint64_t level_bytes(const Topology& t, int first, int last, int l, std::ui
 
 }  // namespace
 
-std::vector<std::size_t> padded_unit_sizes(const ModelLayout& layout, const ShardPlan& plan, const Topology& t) {
-  const auto multiple = static_cast<std::size_t>(t.span(plan.outermost()));
+std::vector<std::size_t> padded_unit_sizes(const ModelLayout& layout, const Topology& t) {
+  // The world size, not just the largest state span: replicated gradients are still reduced
+  // across all ranks (an all-reduce is a reduce-scatter then an all-gather), which needs it.
+  const auto multiple = static_cast<std::size_t>(t.span(t.level_count() - 1));
   std::vector<std::size_t> sizes;
   for (const auto& u : layout.units()) sizes.push_back((u.numel + multiple - 1) / multiple * multiple);
   return sizes;
@@ -26,7 +28,7 @@ std::vector<std::size_t> padded_unit_sizes(const ModelLayout& layout, const Shar
 
 std::vector<StateMemory> memory_formula(const ModelLayout& layout, const ShardPlan& plan, const Topology& t,
                                         DType weight_dtype) {
-  const auto padded = padded_unit_sizes(layout, plan, t);
+  const auto padded = padded_unit_sizes(layout, t);
   std::uint64_t all = 0, blocks = 0;
   for (std::size_t u = 0; u < padded.size(); ++u) {
     all += padded[u];
@@ -54,7 +56,7 @@ std::vector<std::uint64_t> TrafficFormula::per_step(int grad_accum) const {
 
 TrafficFormula traffic_formula(const ModelLayout& layout, const ShardPlan& plan, const Topology& t,
                                DType weight_dtype, DType grad_dtype) {
-  const auto padded = padded_unit_sizes(layout, plan, t);
+  const auto padded = padded_unit_sizes(layout, t);
   const int levels = t.level_count(), top = levels - 1;
   const std::uint64_t ew = dtype_size(weight_dtype), eg = dtype_size(grad_dtype);
   std::uint64_t all = 0, blocks = 0;

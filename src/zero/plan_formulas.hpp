@@ -13,9 +13,9 @@
 
 namespace strata {
 
-// Each unit's flat buffer is padded to a multiple of the largest span any state is partitioned
-// over, so every shard of every level is a whole number of elements.
-std::vector<std::size_t> padded_unit_sizes(const ModelLayout& layout, const ShardPlan& plan, const Topology& t);
+// Each unit's flat buffer is padded to a multiple of the world size, so every shard and every
+// step of every collective is a whole number of elements.
+std::vector<std::size_t> padded_unit_sizes(const ModelLayout& layout, const Topology& t);
 
 struct StateMemory {
   std::string state;   // "weights", "secondary", "grads", "optimizer"

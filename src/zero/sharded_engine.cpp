@@ -82,7 +82,7 @@ ShardedEngine::ShardedEngine(const GptConfig& config, int batch, int seq_len, st
   const ShardPlan& plan = options_.plan;
   plan.validate(t);
   const int rank = comm_.rank();
-  const std::vector<std::size_t> padded = padded_unit_sizes(layout(), plan, t);
+  const std::vector<std::size_t> padded = padded_unit_sizes(layout(), t);
 
   ScheduleInputs in;
   in.layout = &layout();

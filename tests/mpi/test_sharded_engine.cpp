@@ -1,0 +1,337 @@
+// The sharding engine under mpirun against the single-process reference: every preset and
+// explicit plans reproduce its losses and final weights; the traffic meter and the state sizes
+// equal the plan's closed forms exactly; padding is exact; a stale secondary copy is refused;
+// bf16 stays near fp32; the level-decomposed collectives equal a plain sum.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/hierarchical.hpp"
+#include "comm/mpi/mpi_communicator.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "train/batch_loader.hpp"
+#include "train/builtin_corpus.hpp"
+#include "train/byte_tokenizer.hpp"
+#include "train/local_engine.hpp"
+#include "train/train_step.hpp"
+#include "zero/plan_formulas.hpp"
+#include "zero/sharded_engine.hpp"
+
+namespace strata {
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+// The run every comparison uses: tiny model, 1 sequence of 32 tokens per rank per micro-batch,
+// 2 micro-batches per step, warmup then cosine, clipping on.
+struct RunSettings {
+  int steps = 10;
+  int batch_per_rank = 1;
+  int seq_len = 32;
+  int grad_accum = 2;
+  std::uint64_t seed = 11;
+  StepRecipe recipe() const {
+    return StepRecipe{LrSchedule{2e-3, 2, steps, 0.1}, AdamWHyper{}, 1.0, grad_accum};
+  }
+};
+
+const std::vector<std::int32_t>& corpus() {
+  static const std::vector<std::int32_t> tokens = ByteTokenizer::encode(builtin_corpus(1 << 16), "built-in");
+  return tokens;
+}
+
+struct RunResult {
+  std::vector<double> losses;
+  std::vector<double> norms;
+  std::vector<std::vector<float>> weights;  // per unit, unpadded; filled on rank 0
+};
+
+// The single-process reference on the whole global batch; rank 0 only.
+RunResult run_reference(const RunSettings& s, int world) {
+  const GptConfig config = GptConfig::preset("tiny");
+  LocalEngine engine(config, s.batch_per_rank * world, s.seq_len, s.seed);
+  BatchLoader loader(corpus(), "corpus", s.batch_per_rank * world, s.seq_len);
+  std::vector<std::int32_t> in(static_cast<std::size_t>(s.batch_per_rank * world * s.seq_len)), tgt(in.size());
+  RunResult r;
+  for (int step = 0; step < s.steps; ++step) {
+    const StepOutcome o = train_step(
+        engine, s.recipe(), step,
+        [&](int micro, std::span<std::int32_t> a, std::span<std::int32_t> b) {
+          loader.fill(static_cast<std::uint64_t>(step * s.grad_accum + micro), 0, s.batch_per_rank * world, a, b);
+        },
+        in, tgt);
+    r.losses.push_back(o.loss);
+    r.norms.push_back(o.grad_norm);
+  }
+  for (std::size_t u = 0; u < engine.layout().unit_count(); ++u) {
+    const float* p = engine.params().unit(u);
+    r.weights.emplace_back(p, p + engine.layout().unit(u).numel);
+  }
+  return r;
+}
+
+RunResult run_sharded(ShardedEngine& engine, const RunSettings& s) {
+  const int world = engine.data_parallel_size(), rank = engine.data_parallel_rank();
+  BatchLoader loader(corpus(), "corpus", s.batch_per_rank * world, s.seq_len);
+  std::vector<std::int32_t> in(static_cast<std::size_t>(s.batch_per_rank * s.seq_len)), tgt(in.size());
+  RunResult r;
+  for (int step = 0; step < s.steps; ++step) {
+    const StepOutcome o = train_step(
+        engine, s.recipe(), step,
+        [&](int micro, std::span<std::int32_t> a, std::span<std::int32_t> b) {
+          loader.fill(static_cast<std::uint64_t>(step * s.grad_accum + micro), rank * s.batch_per_rank,
+                      s.batch_per_rank, a, b);
+        },
+        in, tgt);
+    r.losses.push_back(o.loss);
+    r.norms.push_back(o.grad_norm);
+  }
+  for (std::size_t u = 0; u < engine.layout().unit_count(); ++u) r.weights.push_back(engine.gather_master(static_cast<int>(u)));
+  return r;
+}
+
+ShardedEngineOptions options_for(const std::string& plan, const Topology& t, DType dtype, const RunSettings& s) {
+  ShardedEngineOptions o;
+  o.plan = ShardPlan::parse(plan, t);
+  o.weight_dtype = o.grad_dtype = dtype;
+  o.grad_accum = s.grad_accum;
+  return o;
+}
+
+// Compares a sharded run with the reference on rank 0. Losses: relative 1e-5 (measured ~5e-8).
+// Weights after the AdamW steps: a looser bound is right, because Adam normalises each update to
+// about lr whatever the gradient's size: where a gradient element nearly cancels, summing it in
+// another order across ranks (1e-7 relative) can flip or resize its update by up to lr. So
+// max |a - b| per tensor must stay within 1e-5 of the tensor's max |b| plus 5e-3 of the summed
+// learning rate (measured: under 7e-4 of it). Gradient norms, taken before Adam, must agree to
+// 1e-5 relative like the losses. The key third of each c_attn.bias is held only to the
+// summed learning rate: its exact gradient is zero (softmax ignores a per-row shift), so both
+// runs move it by amplified rounding noise alone.
+void expect_matches(const RunResult& sharded, const RunResult& ref, const RunSettings& s, const std::string& what) {
+  if (world_rank() != 0) return;
+  ASSERT_EQ(sharded.losses.size(), ref.losses.size());
+  double worst_loss = 0.0;
+  for (std::size_t i = 0; i < ref.losses.size(); ++i) {
+    const double rel = std::abs(sharded.losses[i] - ref.losses[i]) / ref.losses[i];
+    worst_loss = std::max(worst_loss, rel);
+    EXPECT_LE(rel, 1e-5) << what << ": loss of step " << i;
+    EXPECT_LE(std::abs(sharded.norms[i] - ref.norms[i]) / ref.norms[i], 1e-5) << what << ": grad norm of step " << i;
+  }
+  double lr_sum = 0.0;
+  for (int i = 0; i < s.steps; ++i) lr_sum += s.recipe().schedule.at(i);
+  const GptConfig config = GptConfig::preset("tiny");
+  const ModelLayout layout(config);
+  const std::size_t c = static_cast<std::size_t>(config.n_embd);
+  double worst_weight = 0.0;
+  std::string worst_name;
+  for (std::size_t u = 0; u < layout.unit_count(); ++u) {
+    ASSERT_EQ(sharded.weights[u].size(), ref.weights[u].size());
+    for (const auto& t : layout.unit(u).tensors) {
+      const bool key_bias = t.name.ends_with("attn.c_attn.bias");
+      double diff = 0.0, scale = 0.0, key_diff = 0.0;
+      for (std::size_t i = t.range.begin; i < t.range.end; ++i) {
+        const double d = std::abs(static_cast<double>(sharded.weights[u][i]) - ref.weights[u][i]);
+        const bool in_key = key_bias && i - t.range.begin >= c && i - t.range.begin < 2 * c;
+        (in_key ? key_diff : diff) = std::max(in_key ? key_diff : diff, d);
+        scale = std::max(scale, std::abs(static_cast<double>(ref.weights[u][i])));
+      }
+      if (diff / lr_sum > worst_weight) worst_weight = diff / lr_sum, worst_name = t.name;
+      EXPECT_LE(diff, 1e-5 * scale + 5e-3 * lr_sum) << what << ": final weights of " << t.name;
+      EXPECT_LE(key_diff, lr_sum) << what << ": final key bias of " << t.name;
+    }
+  }
+  std::printf("  %-48s worst loss rel %.1e, worst weight diff %.1e of the lr sum (%s)\n", what.c_str(), worst_loss, worst_weight,
+              worst_name.c_str());
+}
+
+void every_plan_matches_reference(const std::string& topology, const std::vector<std::string>& extra_plans) {
+  const RunSettings s;
+  const Topology t = Topology::parse(topology, world_size());
+  const RunResult ref = world_rank() == 0 ? run_reference(s, world_size()) : RunResult{};
+  std::vector<std::string> plans = ShardPlan::preset_names();
+  plans.insert(plans.end(), extra_plans.begin(), extra_plans.end());
+  for (const auto& plan : plans) {
+    MpiCommunicator comm(t);
+    ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
+                         options_for(plan, t, DType::kF32, s));
+    const RunResult got = run_sharded(engine, s);
+    expect_matches(got, ref, s, topology + " " + plan);
+  }
+}
+
+TEST(World8, EveryPlanMatchesTheSingleProcessRun) {
+  ASSERT_EQ(world_size(), 8) << "run under mpirun -np 8";
+  every_plan_matches_reference("gcd:2,gpu:2,node:2",
+                               {"weights=gcd,grads=world,optim=world", "weights=gpu,secondary=gcd,grads=gpu,optim=world"});
+}
+
+TEST(World8, MeasuredTrafficAndMemoryEqualTheFormulasExactly) {
+  ASSERT_EQ(world_size(), 8);
+  RunSettings s;
+  s.steps = 3;
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  std::vector<std::string> plans = ShardPlan::preset_names();
+  plans.push_back("weights=gpu,secondary=gcd,grads=gpu,optim=world");
+  for (const auto& plan : plans) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      MpiCommunicator comm(t);
+      ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
+                           options_for(plan, t, dtype, s));
+      run_sharded(engine, s);
+      const TrafficFormula f = traffic_formula(engine.layout(), engine.plan(), t, dtype, dtype);
+      for (int l = 0; l < t.level_count(); ++l) {
+        const auto micro = comm.meter().at(l, TrafficPhase::kMicroBatch);
+        const auto boundary = comm.meter().at(l, TrafficPhase::kStepBoundary);
+        const std::uint64_t expect_micro = f.micro_batch[static_cast<std::size_t>(l)] * s.grad_accum * s.steps;
+        const std::uint64_t expect_boundary = f.boundary[static_cast<std::size_t>(l)] * s.steps;
+        const std::string where = plan + " " + std::string(dtype_name(dtype)) + " level " + t.level(l).name;
+        EXPECT_EQ(micro.bytes_sent, expect_micro) << where;
+        EXPECT_EQ(micro.bytes_received, expect_micro) << where;
+        EXPECT_EQ(boundary.bytes_sent, expect_boundary) << where;
+        EXPECT_EQ(boundary.bytes_received, expect_boundary) << where;
+      }
+      const MeasuredMemory m = engine.measured_memory();
+      for (const StateMemory& state : memory_formula(engine.layout(), engine.plan(), t, dtype)) {
+        const std::uint64_t measured = state.state == "weights"     ? m.weights
+                                       : state.state == "secondary" ? m.secondary
+                                       : state.state == "grads"     ? m.grads
+                                                                    : m.optimizer;
+        EXPECT_EQ(measured, state.bytes) << plan << " " << state.state;
+      }
+      if (!engine.plan().has_secondary()) {
+        EXPECT_EQ(m.secondary, 0u) << plan;
+      }
+    }
+  }
+}
+
+TEST(World8, SecondaryCopyIsNeverUsedAfterTheStepThatMadeItStale) {
+  ASSERT_EQ(world_size(), 8);
+  const RunSettings s;
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  MpiCommunicator comm(t);
+  ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
+                       options_for("zeropp", t, DType::kF32, s));
+  const int block = static_cast<int>(engine.layout().block_unit(0));
+  EXPECT_THROW(engine.secondary_copy(block), Error) << "no copy before the first forward";
+  std::vector<std::int32_t> in(32, 1), tgt(32, 2);
+  engine.zero_grad();
+  engine.forward_backward(in, tgt, 1.0f);
+  EXPECT_EQ(engine.secondary_epoch(block), engine.epoch());
+  // Every block keeps the same slice: the secondary memory is n_layer copies of it.
+  EXPECT_EQ(engine.secondary_copy(block).size() * static_cast<std::size_t>(engine.layout().config().n_layer),
+            engine.measured_memory().secondary);
+  const std::uint64_t made = engine.epoch();
+  engine.grad_norm();
+  engine.optimizer_step(AdamWHyper{}, 1e-3, 1, 1.0f);
+  EXPECT_EQ(engine.epoch(), made + 1);
+  try {
+    engine.secondary_copy(block);
+    ADD_FAILURE() << "a stale secondary copy was handed out";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stale: made at weight epoch " + std::to_string(made)), std::string::npos)
+        << e.what();
+  }
+  // The next micro-batch gathers from the primary and makes a fresh copy before backward uses it.
+  engine.zero_grad();
+  engine.forward_backward(in, tgt, 1.0f);
+  EXPECT_EQ(engine.secondary_epoch(block), engine.epoch());
+}
+
+TEST(World8, Bf16LossCurveStaysWithinTwoPercentOfFp32) {
+  ASSERT_EQ(world_size(), 8);
+  RunSettings s;
+  s.steps = 50;
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  std::vector<RunResult> runs;
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    MpiCommunicator comm(t);
+    ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
+                         options_for("hier3", t, dtype, s));
+    runs.push_back(run_sharded(engine, s));
+  }
+  double worst = 0.0;
+  for (int i = 0; i < s.steps; ++i) {
+    const double rel = std::abs(runs[1].losses[i] - runs[0].losses[i]) / runs[0].losses[i];
+    worst = std::max(worst, rel);
+    EXPECT_LE(rel, 0.02) << "step " << i;
+  }
+  EXPECT_LT(runs[0].losses.back(), runs[0].losses.front() - 1.0) << "the curve must actually fall";
+  if (world_rank() == 0) {
+    std::printf("  bf16 vs fp32 over %d steps: worst relative difference %.2e (final %.4f vs %.4f)\n", s.steps, worst,
+                runs[1].losses.back(), runs[0].losses.back());
+  }
+}
+
+TEST(World8, LevelDecomposedCollectivesEqualAPlainSum) {
+  ASSERT_EQ(world_size(), 8);
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  MpiCommunicator comm(t);
+  const std::size_t n = 8 * 6;
+  // Small integers sum exactly in fp32 and bf16, so every rank can predict every result.
+  auto data_of = [&](int rank) {
+    std::vector<float> v(n);
+    Rng rng(static_cast<std::uint64_t>(rank) + 100);
+    for (auto& x : v) x = static_cast<float>(rng.below(9));
+    return v;
+  };
+  for (int first = 0; first < 3; ++first) {
+    for (int last = first; last < 3; ++last) {
+      const RankGroup g = t.levels_group(comm.rank(), first, last);
+      std::vector<float> sum(n, 0.0f);
+      for (int r : g.ranks) {
+        const auto d = data_of(r);
+        for (std::size_t i = 0; i < n; ++i) sum[i] += d[i];
+      }
+      const std::size_t piece = n / static_cast<std::size_t>(g.size());
+      const std::size_t offset = shard_offset(t, comm.rank(), n, first, last);
+      std::vector<float> data = data_of(comm.rank()), shard(piece);
+      hierarchical_reduce_scatter(comm, data.data(), n, DType::kF32, first, last, shard.data());
+      for (std::size_t i = 0; i < piece; ++i) ASSERT_EQ(shard[i], sum[offset + i]) << first << ".." << last;
+      // All-gather puts every rank's shard (here: its part of the sum) in its place.
+      std::vector<float> gathered(n, -1.0f);
+      std::copy(shard.begin(), shard.end(), gathered.begin() + static_cast<std::ptrdiff_t>(offset));
+      hierarchical_all_gather(comm, gathered.data(), n, DType::kF32, first, last);
+      EXPECT_EQ(gathered, sum) << "all-gather " << first << ".." << last;
+      std::vector<float> reduced = data_of(comm.rank());
+      hierarchical_all_reduce(comm, reduced.data(), n, DType::kF32, first, last);
+      EXPECT_EQ(reduced, sum) << "all-reduce " << first << ".." << last;
+      std::vector<float> prefetched(n, -1.0f);
+      std::copy(shard.begin(), shard.end(), prefetched.begin() + static_cast<std::ptrdiff_t>(offset));
+      start_hierarchical_all_gather(comm, prefetched.data(), n, DType::kF32, first, last)->wait();
+      EXPECT_EQ(prefetched, sum) << "non-blocking all-gather " << first << ".." << last;
+    }
+  }
+}
+
+TEST(World4, EveryPlanMatchesTheSingleProcessRun) {
+  ASSERT_EQ(world_size(), 4) << "run under mpirun -np 4";
+  every_plan_matches_reference("gcd:2,node:2", {"weights=gcd,grads=world,optim=world"});
+}
+
+// gpu:3 catches layout assumptions (a power of two somewhere) and leaves units whose size the
+// spans do not divide (the final norm has 128 elements), so padding is exercised.
+TEST(World6, EveryPlanMatchesTheSingleProcessRunWithPaddedUnits) {
+  ASSERT_EQ(world_size(), 6) << "run under mpirun -np 6";
+  const Topology t = Topology::parse("gcd:2,gpu:3,node:*", 6);
+  const ModelLayout layout(GptConfig::preset("tiny"));
+  ASSERT_NE(layout.unit(layout.final_norm_unit()).numel % 6, 0u);
+  every_plan_matches_reference("gcd:2,gpu:3,node:*", {"weights=gcd,grads=gpu,optim=world", "weights=world,secondary=gcd,grads=world,optim=world"});
+}
+
+}  // namespace
+}  // namespace strata
