@@ -36,11 +36,15 @@ void run_train(TrainCommandState& state, const CLI::App& command) {
   } catch (const Error& e) {
     problem = e.what();
   }
-  const int failing = MpiRuntime::first_failing_rank(!problem.empty());
-  if (failing >= 0) {
-    if (rank == failing) {
-      const bool alone = MpiRuntime::world_size() == 1;
-      fmt::print(stderr, "strata: error{}: {}\n", alone ? "" : fmt::format(" (rank {})", rank), problem);
+  const MpiRuntime::Failures failed = MpiRuntime::failures(!problem.empty());
+  if (failed.count > 0) {
+    if (rank == failed.first) {
+      const int world = MpiRuntime::world_size();
+      const std::string who = world == 1              ? ""
+                              : failed.count == world ? " (every rank)"
+                                                      : fmt::format(" (rank {}; {} of {} ranks failed)", rank,
+                                                                    failed.count, world);
+      fmt::print(stderr, "strata: error{}: {}\n", who, problem);
     }
     throw AgreedExit{kExitUsage};
   }

@@ -17,7 +17,7 @@ int parse_level(std::string_view name, std::string_view state, const Topology& t
   const int l = t.find_level(name);
   std::vector<std::string> names = {"none"};
   for (const auto& lv : t.levels()) names.push_back(lv.name);
-  names.emplace_back("world");
+  if (t.level(t.level_count() - 1).name != "world") names.emplace_back("world");
   STRATA_REQUIRE(l >= 0, "plan '{}': {} level '{}' is not a level of topology {} (use one of: {})", spec, state, name,
                  t.to_string(), fmt::join(names, ", "));
   return l;

@@ -44,10 +44,11 @@ bool MpiRuntime::initialized() {
   return init && !done;
 }
 
-int MpiRuntime::first_failing_rank(bool failed) {
-  int local = failed ? world_rank() : INT_MAX, global = INT_MAX;
-  mpi_check(MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce (failure rank)");
-  return global == INT_MAX ? -1 : global;
+MpiRuntime::Failures MpiRuntime::failures(bool failed) {
+  int first = failed ? world_rank() : INT_MAX, count = failed ? 1 : 0;
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce (failure rank)");
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce (failure count)");
+  return {first == INT_MAX ? -1 : first, count};
 }
 
 int MpiRuntime::world_rank() {

@@ -19,8 +19,12 @@ class MpiRuntime {
   static int world_size();
   // True on every rank when `failed` is true on any rank (a collective call).
   static bool any_rank(bool failed);
-  // The lowest rank with `failed` set, or -1 when none (a collective call).
-  static int first_failing_rank(bool failed);
+  // The lowest rank with `failed` set (-1 when none) and how many ranks failed (a collective call).
+  struct Failures {
+    int first = -1;
+    int count = 0;
+  };
+  static Failures failures(bool failed);
   // Prints "strata: error[ on rank r]: message" to stderr and ends every rank with `code`.
   [[noreturn]] static void abort(const std::string& message, int code);
 };
