@@ -238,7 +238,7 @@ TrainSummary Trainer::run(std::ostream& console) {
     // A signal may reach some ranks only; they agree before acting on it.
     const bool signalled = agree(g_stop_requested);
     const bool last = record.step == config_.steps || signalled || stop_here;
-    if (val_loader_ && config_.val_every > 0 && (record.step % config_.val_every == 0 || last)) {
+    if (val_loader_ && config_.val_every > 0 && !config_.report && (record.step % config_.val_every == 0 || last)) {
       const double val = validation_loss();
       summary.vals.push_back({record.step, val});
       metrics.write({{"type", "val"}, {"step", record.step}, {"val_loss", val}});

@@ -318,6 +318,41 @@ TEST(World8, LevelDecomposedCollectivesEqualAPlainSum) {
   }
 }
 
+// A checkpoint holds the full model whatever the plan: written by one plan, it loads into the
+// single-process reference and into another plan, bit for bit.
+TEST(World8, CheckpointsMoveBetweenPlansAndTheReference) {
+  ASSERT_EQ(world_size(), 8);
+  RunSettings s;
+  s.steps = 3;
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  const std::string path = ::testing::TempDir() + "/strata_sharded.ckpt";
+  MpiCommunicator comm(t);
+  ShardedEngine zero3(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
+                      options_for("zero3", t, DType::kF32, s));
+  const RunResult trained = run_sharded(zero3, s);
+  zero3.save_checkpoint(path, s.steps);
+
+  ShardedEngine hier3(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed + 1, comm,
+                      options_for("hier3", t, DType::kF32, s));
+  const std::uint64_t before = hier3.epoch();
+  EXPECT_EQ(hier3.load_checkpoint(path), s.steps);
+  EXPECT_GT(hier3.epoch(), before) << "loading weights must invalidate secondary copies";
+  for (std::size_t u = 0; u < hier3.layout().unit_count(); ++u) {
+    const std::vector<float> loaded = hier3.gather_master(static_cast<int>(u));
+    if (world_rank() == 0) {
+      EXPECT_EQ(loaded, trained.weights[u]) << "unit " << u;
+    }
+  }
+  if (world_rank() == 0) {
+    LocalEngine local(GptConfig::preset("tiny"), 8, s.seq_len, 99);
+    EXPECT_EQ(local.load_checkpoint(path), s.steps);
+    for (std::size_t u = 0; u < local.layout().unit_count(); ++u) {
+      const float* p = local.params().unit(u);
+      EXPECT_EQ(std::vector<float>(p, p + local.layout().unit(u).numel), trained.weights[u]) << "unit " << u;
+    }
+  }
+}
+
 TEST(World4, EveryPlanMatchesTheSingleProcessRun) {
   ASSERT_EQ(world_size(), 4) << "run under mpirun -np 4";
   every_plan_matches_reference("gcd:2,node:2", {"weights=gcd,grads=world,optim=world"});
