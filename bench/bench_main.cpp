@@ -1,6 +1,7 @@
 // strata_bench: measurements for scripts/bench, each printed as one JSON line.
 //   strata_bench step  --model M [--batch B --seq-len T --steps N --warmup W --threads K --profile]
 //   strata_bench sgemm [--size N --repeats R --threads K]
+//   mpirun -np 8 strata_bench plans --model M --topology T [--plans a,b,...] (one line per plan)
 // Times are medians over repeats; nothing here asserts anything.
 #include <fmt/format.h>
 
@@ -9,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bench/bench_plans.hpp"
+#include "comm/mpi/mpi_runtime.hpp"
 #include "core/aligned_buffer.hpp"
 #include "core/blas.hpp"
 #include "core/op_profile.hpp"
@@ -93,6 +96,7 @@ nlohmann::json bench_sgemm(int size, int repeats) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  strata::MpiRuntime mpi(&argc, &argv);
   CLI::App app{"strata_bench: one measurement per call, printed as a JSON line"};
   app.require_subcommand(1);
   int threads = 0;
@@ -115,14 +119,27 @@ int main(int argc, char** argv) {
   sgemm->add_option("--size", size, "matrix size")->capture_default_str();
   sgemm->add_option("--repeats", repeats, "measured repeats")->capture_default_str();
 
+  strata::PlanBenchSettings plan_settings;
+  plan_settings.plans = {"ddp", "zero1", "zero2", "zero3", "zeropp", "mics", "hier3"};
+  CLI::App* plans = app.add_subcommand("plans", "under mpirun: each plan's ms/step and bytes per level");
+  plans->add_option("--model", plan_settings.model, "model preset")->capture_default_str();
+  plans->add_option("--vocab-size", plan_settings.vocab, "override the preset's vocabulary (0: keep)");
+  plans->add_option("--topology", plan_settings.topology, "virtual topology")->capture_default_str();
+  plans->add_option("--plans", plan_settings.plans, "plans to run")->delimiter(',')->capture_default_str();
+  plans->add_option("--dtype", plan_settings.dtype, "fp32 or bf16")->capture_default_str();
+  plans->add_option("--batch", plan_settings.batch, "sequences per rank per micro-batch")->capture_default_str();
+  plans->add_option("--seq-len", plan_settings.seq_len, "tokens per sequence")->capture_default_str();
+  plans->add_option("--grad-accum", plan_settings.grad_accum, "micro-batches per step")->capture_default_str();
+  plans->add_option("--steps", plan_settings.steps, "measured steps per plan")->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
   try {
     strata::set_thread_count(threads);
     if (*step) fmt::print("{}\n", bench_step(model, vocab, batch, seq_len, steps, warmup, profile).dump());
     if (*sgemm) fmt::print("{}\n", bench_sgemm(size, repeats).dump());
+    if (*plans) strata::bench_plans(plan_settings);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "strata_bench: error: {}\n", e.what());
-    return 1;
+    strata::MpiRuntime::abort(std::string("strata_bench: ") + e.what(), 1);
   }
   return 0;
 }
