@@ -16,18 +16,13 @@
 #include "core/blas.hpp"
 #include "core/op_profile.hpp"
 #include "core/rng.hpp"
+#include "core/median.hpp"
 #include "core/stopwatch.hpp"
 #include "core/threads.hpp"
 #include "train/local_engine.hpp"
 #include "train/train_step.hpp"
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 nlohmann::json bench_step(const std::string& model, int vocab, int batch, int seq_len, int steps, int warmup,
                           bool profile) {
@@ -54,7 +49,7 @@ nlohmann::json bench_step(const std::string& model, int vocab, int batch, int se
     if (s >= warmup) ms.push_back(watch.milliseconds());
   }
   prof.enable(false);
-  const double med = median(ms);
+  const double med = strata::median(ms);
   const double flops = config.flops_per_token(seq_len) * static_cast<double>(n);
   nlohmann::json out = {{"bench", "step"},        {"model", model},
                         {"batch", batch},         {"seq_len", seq_len},
@@ -87,7 +82,7 @@ nlohmann::json bench_sgemm(int size, int repeats) {
                  0.0f, c.data(), size);
     if (r > 0) seconds.push_back(watch.seconds());  // the first call pays for thread start-up
   }
-  const double med = median(seconds);
+  const double med = strata::median(seconds);
   return {{"bench", "sgemm"}, {"size", size}, {"threads", strata::thread_count()},
           {"median_ms", med * 1e3}, {"gflops", 2.0 * size * size * static_cast<double>(size) / med / 1e9},
           {"blas", strata::blas_description()}};

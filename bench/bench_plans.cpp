@@ -10,6 +10,7 @@
 
 #include "comm/mpi/mpi_communicator.hpp"
 #include "core/rng.hpp"
+#include "core/median.hpp"
 #include "core/stopwatch.hpp"
 #include "train/train_step.hpp"
 #include "zero/plan_formulas.hpp"
@@ -19,12 +20,6 @@
 namespace strata {
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 
 #include "core/blas.hpp"
 #include "core/error.hpp"
+#include "core/median.hpp"
 #include "core/stopwatch.hpp"
 #include "core/threads.hpp"
 #include "comm/mpi/mpi_communicator.hpp"
@@ -60,13 +61,6 @@ std::string format_duration(double seconds) {
   if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
   if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
   return fmt::format("{}s", s);
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace
@@ -227,7 +221,10 @@ TrainSummary Trainer::run(std::ostream& console) {
                    {"tokens_per_s", record.tokens_per_second},
                    {"tflops", record.tflops}});
     if (record.step % config_.log_every == 0 || record.step == config_.steps || record.step == start_step_ + 1) {
-      const double eta = median(step_ms) / 1e3 * (config_.steps - record.step);
+      // The median of the recent steps: robust to a slow first step, cheap on long runs.
+      const std::size_t window = std::min<std::size_t>(step_ms.size(), 64);
+      const double recent = median(std::vector<double>(step_ms.end() - static_cast<std::ptrdiff_t>(window), step_ms.end()));
+      const double eta = recent / 1e3 * (config_.steps - record.step);
       fmt::print(out, "step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.4f} | {:.1f} ms | {:.0f} tok/s | "
                       "{:.3f} TFLOP/s | eta {}\n",
                  record.step, config_.steps, record.loss, record.lr, record.grad_norm, record.ms,

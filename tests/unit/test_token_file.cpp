@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "support/error_text.hpp"
 #include "train/batch_loader.hpp"
 #include "train/byte_tokenizer.hpp"
 #include "train/token_file.hpp"
@@ -43,17 +44,7 @@ class TokenFiles : public ::testing::Test {
   }
 };
 
-// Runs f and returns the error text; fails the test when f does not throw strata::Error.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a strata::Error";
-  return "";
-}
+using testing::error_of;
 
 TEST_F(TokenFiles, LlmcUint16LoadsExactly) {
   const std::vector<std::uint16_t> tokens = {1, 2, 50256, 7};

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "support/error_text.hpp"
 #include "schedule/step_schedule.hpp"
 #include "topo/topology.hpp"
 #include "zero/plan_formulas.hpp"
@@ -14,16 +15,7 @@
 namespace strata {
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a strata::Error";
-  return "";
-}
+using testing::error_of;
 
 TEST(TopologyTest, ParsesLevelsBandwidthsAndStar) {
   const Topology t = Topology::parse("gcd:2@200GB/s~1us,gpu:4@50GB/s,node:*@100Gb/s", 32);
