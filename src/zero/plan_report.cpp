@@ -88,19 +88,22 @@ std::string format_plan_report(const nlohmann::json& r) {
   }
   out += fmt::format("  scratch peak (gathered units, staging, unit gradients): {}\n",
                      human(r["scratch_peak_bytes"].get<double>()));
-  out += fmt::format("  traffic per optimizer step ({} micro-batches), bytes sent per rank; received is equal:\n",
+  out += fmt::format("  traffic per optimizer step ({} micro-batches), bytes per rank (the formula is both sent and "
+                     "received):\n",
                      r["grad_accum"].get<int>());
-  out += fmt::format("  {:<8} {:>6} {:>12} | {:>12} {:>12} | {:>12} {:>12} | {:>8} {:>10}\n", "level", "fanout",
-                     "bandwidth", "micro form.", "measured", "bound. form.", "measured", "calls", "comm time");
+  out += fmt::format("  {:<8} {:>6} {:>11} | {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} | {:>6} {:>9}\n", "level", "fanout",
+                     "bandwidth", "micro form", "sent", "received", "boundary", "sent", "received", "calls", "comm time");
   for (const auto& l : r["traffic"]) {
     const double bw = l["bandwidth"].get<double>();
-    out += fmt::format("  {:<8} {:>6} {:>12} | {:>12} {:>12} | {:>12} {:>12} | {:>8} {:>9.1f}ms\n",
+    out += fmt::format("  {:<8} {:>6} {:>11} | {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} | {:>6} {:>7.1f}ms\n",
                        l["level"].get<std::string>(), l["fanout"].get<int>(),
                        bw > 0 ? fmt::format("{:g} GB/s", bw / 1e9) : std::string("-"),
                        human(l["formula_step_micro_bytes"].get<double>()), human(l["measured_step_micro_sent"].get<double>()),
+                       human(l["measured_step_micro_received"].get<double>()),
                        human(l["formula_step_boundary_bytes"].get<double>()),
-                       human(l["measured_step_boundary_sent"].get<double>()), l["measured_step_calls"].get<std::uint64_t>(),
-                       l["measured_step_seconds"].get<double>() * 1e3);
+                       human(l["measured_step_boundary_sent"].get<double>()),
+                       human(l["measured_step_boundary_received"].get<double>()),
+                       l["measured_step_calls"].get<std::uint64_t>(), l["measured_step_seconds"].get<double>() * 1e3);
   }
   out += fmt::format("  control (loss and norm scalars, not above): {} all-reduces, {} over the run\n",
                      r["control"]["calls"].get<std::uint64_t>(), human(r["control"]["bytes"].get<double>()));

@@ -6,12 +6,14 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/hierarchical.hpp"
 #include "comm/mpi/mpi_communicator.hpp"
+#include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "train/batch_loader.hpp"
@@ -275,6 +277,55 @@ TEST(World8, Bf16LossCurveStaysWithinTwoPercentOfFp32) {
     std::printf("  bf16 vs fp32 over %d steps: worst relative difference %.2e (final %.4f vs %.4f)\n", s.steps, worst,
                 runs[1].losses.back(), runs[0].losses.back());
   }
+}
+
+TEST(World8, SingleLevelCollectivesOfTheSeam) {
+  ASSERT_EQ(world_size(), 8);
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  MpiCommunicator comm(t);
+  const int me = comm.rank();
+  for (int level = 0; level < 3; ++level) {
+    const RankGroup g = t.levels_group(me, level, level);
+    const int f = g.size(), c = t.coordinate(me, level);
+    // all-to-all: piece j goes to the rank at coordinate j.
+    std::vector<float> send(static_cast<std::size_t>(2 * f)), recv(send.size());
+    for (int j = 0; j < f; ++j) send[2 * j] = send[2 * j + 1] = static_cast<float>(100 * me + j);
+    comm.all_to_all(send.data(), recv.data(), 2, DType::kF32, level);
+    for (int j = 0; j < f; ++j) {
+      EXPECT_EQ(recv[2 * j], static_cast<float>(100 * g.ranks[j] + c)) << "all-to-all at level " << level;
+    }
+    // broadcast from coordinate 1.
+    std::vector<double> value = {c == 1 ? 3.5 + level : -1.0};
+    comm.broadcast(value.data(), 1, DType::kF64, 1, level);
+    EXPECT_EQ(value[0], 3.5 + level);
+    // non-blocking reduce-scatter, and bf16 (small integers are exact in bf16).
+    for (DType type : {DType::kF32, DType::kBF16}) {
+      std::vector<float> full(static_cast<std::size_t>(f) * 3);
+      for (std::size_t i = 0; i < full.size(); ++i) full[i] = static_cast<float>((i + static_cast<std::size_t>(me)) % 5);
+      std::vector<unsigned char> in(full.size() * dtype_size(type)), out(3 * dtype_size(type));
+      if (type == DType::kBF16) {
+        fp32_to_bf16(reinterpret_cast<bf16*>(in.data()), full.data(), full.size());
+      } else {
+        std::memcpy(in.data(), full.data(), in.size());
+      }
+      comm.start_reduce_scatter(in.data(), out.data(), 3, type, level)->wait();
+      std::vector<float> got(3);
+      if (type == DType::kBF16) {
+        bf16_to_fp32(got.data(), reinterpret_cast<const bf16*>(out.data()), 3);
+      } else {
+        std::memcpy(got.data(), out.data(), out.size());
+      }
+      for (std::size_t i = 0; i < 3; ++i) {
+        float expect = 0.0f;
+        for (int r : g.ranks) expect += static_cast<float>((static_cast<std::size_t>(c) * 3 + i + static_cast<std::size_t>(r)) % 5);
+        EXPECT_EQ(got[i], expect) << dtype_name(type) << " reduce-scatter at level " << level;
+      }
+    }
+  }
+  // Metered volumes: all-to-all sends (f-1) pieces, a broadcast root sends the buffer once.
+  const LevelTraffic gcd = comm.meter().at(0);
+  EXPECT_EQ(gcd.calls, 4u);
+  EXPECT_EQ(gcd.bytes_sent, 1u * 2 * 4 + (me % 2 == 1 ? 8u : 0u) + 1u * 3 * 4 + 1u * 3 * 2);
 }
 
 TEST(World8, LevelDecomposedCollectivesEqualAPlainSum) {
