@@ -53,7 +53,10 @@ std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
       {"report", "parallel", "measure one step, print the plan's memory and traffic report, and stop", &c.report},
 
       {"seed", "run", "seed of the weight initialisation", &c.seed},
-      {"threads", "run", "worker threads for kernels and BLAS (0: OMP_NUM_THREADS or all cores)", &c.threads},
+      {"threads", "run",
+       "worker threads per rank for kernels and BLAS (0: OMP_NUM_THREADS, else the host's cores divided among its "
+       "ranks)",
+       &c.threads},
       {"val-every", "run", "validate every N steps and after the last (0: never)", &c.val_every},
       {"val-batches", "run", "batches per validation", &c.val_batches},
       {"log-every", "run", "print a step line every N steps", &c.log_every},

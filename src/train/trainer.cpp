@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "core/blas.hpp"
@@ -63,6 +65,14 @@ std::string format_duration(double seconds) {
   return fmt::format("{}s", s);
 }
 
+// --threads 0: OMP_NUM_THREADS when set; otherwise the host's cores shared among the ranks on
+// it, so eight ranks on one machine do not each start a thread per core.
+int default_thread_count() {
+  if (std::getenv("OMP_NUM_THREADS") != nullptr || !MpiRuntime::initialized()) return 0;
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(1, MpiRuntime::ranks_on_this_host()));
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainConfig& config) : config_(config) {
@@ -80,8 +90,6 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
     const Topology topology = Topology::parse(config_.topology, world_);
     ShardPlan::parse(config_.plan == "auto" ? "hier3" : config_.plan, topology);
   }
-  set_thread_count(config_.threads);
-
   TokenData all = load_data(config_, config_.data, model_.vocab_size);
   if (!config_.val_data.empty()) {
     train_data_ = std::move(all);
@@ -105,6 +113,7 @@ Trainer::~Trainer() = default;
 
 void Trainer::connect() {
   const auto seed = static_cast<std::uint64_t>(config_.seed);
+  set_thread_count(config_.threads > 0 ? config_.threads : default_thread_count());
   if (config_.sharded(world_)) {
     Topology topology = Topology::parse(config_.topology, world_);
     ShardedEngineOptions options;

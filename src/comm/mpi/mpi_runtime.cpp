@@ -63,6 +63,16 @@ int MpiRuntime::world_size() {
   return n;
 }
 
+int MpiRuntime::ranks_on_this_host() {
+  MPI_Comm shared = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL, &shared),
+            "MPI_Comm_split_type");
+  int n = 1;
+  mpi_check(MPI_Comm_size(shared, &n), "MPI_Comm_size");
+  MPI_Comm_free(&shared);
+  return n;
+}
+
 bool MpiRuntime::any_rank(bool failed) {
   int local = failed ? 1 : 0, global = 0;
   mpi_check(MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce (failure flag)");

@@ -17,6 +17,8 @@ class MpiRuntime {
   static bool initialized();
   static int world_rank();
   static int world_size();
+  // Ranks sharing this host's memory (MPI_COMM_TYPE_SHARED); collective.
+  static int ranks_on_this_host();
   // True on every rank when `failed` is true on any rank (a collective call).
   static bool any_rank(bool failed);
   // The lowest rank with `failed` set (-1 when none) and how many ranks failed (a collective call).
