@@ -54,7 +54,7 @@ struct TrainConfig {
   int threads = 0;  // 0: OMP_NUM_THREADS or all cores
   int val_every = 100;
   int val_batches = 10;
-  int log_every = 10;
+  int log_every = 1;
   std::string metrics = "strata-metrics.jsonl";  // empty: no metrics file
   std::string save;                              // checkpoint path; empty: none
   int save_every = 0;                            // 0: only at the end
