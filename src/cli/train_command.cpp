@@ -33,7 +33,7 @@ void run_train(TrainCommandState& state, const CLI::App& command) {
     state.config.validate();
     state.config.resolve_defaults();
     trainer = std::make_unique<Trainer>(state.config);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // strata::Error, and std::bad_alloc or the like
     problem = e.what();
   }
   const MpiRuntime::Failures failed = MpiRuntime::failures(!problem.empty());
@@ -51,8 +51,14 @@ void run_train(TrainCommandState& state, const CLI::App& command) {
   if (rank == 0) {
     fmt::print("resolved configuration (TOML, reusable with --config):\n{}\n", options_as_toml(state.specs));
   }
-  trainer->connect();
-  trainer->run(std::cout);
+  // From here ranks make collective calls: a failure on one must end them all at once, before
+  // the trainer's destructors could wait on collectives the peers will never join.
+  try {
+    trainer->connect();
+    trainer->run(std::cout);
+  } catch (const std::exception& e) {
+    MpiRuntime::abort(e.what(), kExitFailure);
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "comm/hierarchical.hpp"
 
 #include <cstring>
+#include <exception>
 #include <vector>
 
 #include "core/error.hpp"
@@ -47,7 +48,11 @@ class ChainedGather final : public CommRequest {
     if (first_step_) first_step_->wait();
     gather_steps(comm_, data_, type_, first_, last_step_, offset_, piece_);
   }
-  ~ChainedGather() override { wait(); }
+  // Completing the gather means more collectives; while an exception unwinds (the job is about to
+  // abort) the peers may be elsewhere, so it is left undone rather than risk a hang.
+  ~ChainedGather() override {
+    if (std::uncaught_exceptions() == 0) wait();
+  }
 
  private:
   Communicator& comm_;

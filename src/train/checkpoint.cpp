@@ -37,8 +37,9 @@ void save_checkpoint(const std::string& path, const ModelLayout& layout, int com
   archive.save(path);
 }
 
-int load_checkpoint(const std::string& path, const ModelLayout& layout, const TrainingStateRef& state) {
-  const TensorArchive archive = TensorArchive::load(path);
+Checkpoint read_checkpoint(const std::string& path, const ModelLayout& layout) {
+  Checkpoint c{path, TensorArchive::load(path), 0};
+  const TensorArchive& archive = c.archive;
   STRATA_REQUIRE(archive.contains("checkpoint.step"), "{}: not a Strata checkpoint (it has no checkpoint.step)",
                  path);
   for (const auto& f : kShapeFields) {
@@ -47,6 +48,22 @@ int load_checkpoint(const std::string& path, const ModelLayout& layout, const Tr
                    "{}: the checkpoint has {} = {} but this run's model has {}; pass the same model settings", path,
                    f.name, stored, layout.config().*f.field);
   }
+  for (std::size_t u = 0; u < layout.unit_count(); ++u) {
+    for (const char* state : {"param.", "adam_m.", "adam_v."}) {
+      const std::string name = state + layout.unit(u).name;
+      const NamedTensor& t = archive.get(name);
+      STRATA_REQUIRE(t.dtype == DType::kF32 && static_cast<std::size_t>(t.numel()) == layout.unit(u).numel,
+                     "{}: tensor '{}' holds {} {} values, expected {} f32", path, name, t.numel(),
+                     dtype_name(t.dtype), layout.unit(u).numel);
+    }
+  }
+  c.completed_steps = static_cast<int>(archive.scalar("checkpoint.step"));
+  return c;
+}
+
+void restore_checkpoint(const Checkpoint& checkpoint, const ModelLayout& layout, const TrainingStateRef& state) {
+  const TensorArchive& archive = checkpoint.archive;
+  const std::string& path = checkpoint.path;
   auto restore = [&](const std::string& name, AlignedBuffer<float>& into) {
     const std::vector<float> values = archive.floats(name);
     STRATA_REQUIRE(values.size() == into.size(), "{}: tensor '{}' holds {} values, expected {}", path, name,
@@ -59,7 +76,6 @@ int load_checkpoint(const std::string& path, const ModelLayout& layout, const Tr
     restore("adam_m." + name, state.adam_m.buffer(u));
     restore("adam_v." + name, state.adam_v.buffer(u));
   }
-  return static_cast<int>(archive.scalar("checkpoint.step"));
 }
 
 }  // namespace strata

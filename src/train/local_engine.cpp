@@ -52,8 +52,9 @@ void LocalEngine::save_checkpoint(const std::string& path, int completed_steps) 
   strata::save_checkpoint(path, layout(), completed_steps, {params_, m_, v_});
 }
 
-int LocalEngine::load_checkpoint(const std::string& path) {
-  return strata::load_checkpoint(path, layout(), {params_, m_, v_});
+int LocalEngine::load_checkpoint(const Checkpoint& checkpoint) {
+  restore_checkpoint(checkpoint, layout(), {params_, m_, v_});
+  return checkpoint.completed_steps;
 }
 
 }  // namespace strata

@@ -31,7 +31,7 @@ class LocalEngine final : public TrainingEngine {
   double grad_norm() override;
   void optimizer_step(const AdamWHyper& hyper, double lr, int step, float grad_scale) override;
   void save_checkpoint(const std::string& path, int completed_steps) override;
-  int load_checkpoint(const std::string& path) override;
+  int load_checkpoint(const Checkpoint& checkpoint) override;
 
  private:
   Gpt gpt_;

@@ -67,10 +67,14 @@ std::string format_duration(double seconds) {
 
 // --threads 0: OMP_NUM_THREADS when set; otherwise the host's cores shared among the ranks on
 // it, so eight ranks on one machine do not each start a thread per core.
+// Collective under MPI on every rank, whatever its environment says, so ranks with and without
+// OMP_NUM_THREADS make the same calls.
 int default_thread_count() {
-  if (std::getenv("OMP_NUM_THREADS") != nullptr || !MpiRuntime::initialized()) return 0;
+  if (!MpiRuntime::initialized()) return 0;
+  const int ranks_here = MpiRuntime::ranks_on_this_host();
+  if (std::getenv("OMP_NUM_THREADS") != nullptr) return 0;
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, cores / std::max(1, MpiRuntime::ranks_on_this_host()));
+  return std::max(1, cores / std::max(1, ranks_here));
 }
 
 }  // namespace
@@ -101,6 +105,12 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   } else {
     train_data_ = std::move(all);
   }
+  if (!config_.resume.empty()) {
+    resume_ = std::make_unique<Checkpoint>(read_checkpoint(config_.resume, ModelLayout(model_)));
+    STRATA_REQUIRE(resume_->completed_steps <= config_.steps,
+                   "{}: the checkpoint has completed {} steps, more than --steps {}", config_.resume,
+                   resume_->completed_steps, config_.steps);
+  }
   // The loaders serve global batches: every rank takes its rows.
   const int global_batch = config_.batch_size * world_;
   train_loader_ = std::make_unique<BatchLoader>(train_data_.tokens, train_data_.source, global_batch, seq_len_);
@@ -128,10 +138,9 @@ void Trainer::connect() {
   } else {
     engine_ = std::make_unique<LocalEngine>(model_, config_.batch_size, seq_len_, seed);
   }
-  if (!config_.resume.empty()) {
-    start_step_ = engine_->load_checkpoint(config_.resume);
-    STRATA_REQUIRE(start_step_ <= config_.steps, "{}: the checkpoint has completed {} steps, more than --steps {}",
-                   config_.resume, start_step_, config_.steps);
+  if (resume_) {
+    start_step_ = engine_->load_checkpoint(*resume_);
+    resume_.reset();
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "comm/communicator.hpp"
 #include "train/batch_loader.hpp"
+#include "train/checkpoint.hpp"
 #include "train/token_file.hpp"
 #include "train/train_config.hpp"
 #include "train/training_engine.hpp"
@@ -69,6 +70,7 @@ class Trainer {
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<TrainingEngine> engine_;
   ShardedEngine* sharded_ = nullptr;
+  std::unique_ptr<Checkpoint> resume_;  // read during set-up, applied by connect()
   int start_step_ = 0;
 };
 

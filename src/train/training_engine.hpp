@@ -7,6 +7,7 @@
 #include <string>
 
 #include "train/adamw.hpp"
+#include "train/checkpoint.hpp"
 
 namespace strata {
 
@@ -34,8 +35,8 @@ class TrainingEngine {
   // A checkpoint holds the full model whatever the partitioning (the format of
   // train/checkpoint.hpp), so a run can resume with another plan or rank count. Collective.
   virtual void save_checkpoint(const std::string& path, int completed_steps) = 0;
-  // Returns the completed step count.
-  virtual int load_checkpoint(const std::string& path) = 0;
+  // Applies a checkpoint read by read_checkpoint; returns its completed step count.
+  virtual int load_checkpoint(const Checkpoint& checkpoint) = 0;
 };
 
 }  // namespace strata

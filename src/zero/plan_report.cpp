@@ -31,7 +31,7 @@ nlohmann::json plan_report(ShardedEngine& engine, int grad_accum) {
   r["weight_dtype"] = std::string(dtype_name(opt.weight_dtype));
   r["grad_dtype"] = std::string(dtype_name(opt.grad_dtype));
   r["grad_accum"] = grad_accum;
-  r["steps_measured"] = engine.completed_steps();
+  r["steps_measured"] = engine.steps_run();
 
   for (const StateMemory& s : memory_formula(engine.layout(), plan, t, opt.weight_dtype)) {
     std::uint64_t measured = 0;
@@ -46,7 +46,7 @@ nlohmann::json plan_report(ShardedEngine& engine, int grad_accum) {
 
   const TrafficFormula f = traffic_formula(engine.layout(), plan, t, opt.weight_dtype, opt.grad_dtype);
   const TrafficMeter& meter = engine.communicator().meter();
-  const auto steps = static_cast<std::uint64_t>(std::max(1, engine.completed_steps()));
+  const auto steps = static_cast<std::uint64_t>(std::max(1, engine.steps_run()));
   for (int l = 0; l < t.level_count(); ++l) {
     const LevelTraffic micro = meter.at(l, TrafficPhase::kMicroBatch);
     const LevelTraffic boundary = meter.at(l, TrafficPhase::kStepBoundary);

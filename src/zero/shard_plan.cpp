@@ -75,14 +75,15 @@ ShardPlan ShardPlan::parse(std::string_view spec, const Topology& t) {
     const std::string_view item = spec.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     const std::size_t eq = item.find('=');
     STRATA_REQUIRE(eq != std::string_view::npos, "plan '{}': '{}' must read state=level", spec, item);
-    const std::string key(item.substr(0, eq));
+    std::string key(item.substr(0, eq));
+    if (key == "optimizer") key = "optim";  // one state, two spellings
     const std::string_view value = item.substr(eq + 1);
     STRATA_REQUIRE(std::find(seen.begin(), seen.end(), key) == seen.end(), "plan '{}': '{}' is given twice", spec, key);
     seen.push_back(key);
     if (key == "weights") p.weights = parse_level(value, key, t, spec);
     else if (key == "secondary") p.secondary = parse_level(value, key, t, spec);
     else if (key == "grads") p.grads = parse_level(value, key, t, spec);
-    else if (key == "optim" || key == "optimizer") p.optimizer = parse_level(value, key, t, spec);
+    else if (key == "optim") p.optimizer = parse_level(value, key, t, spec);
     else fail("plan '{}': unknown state '{}' (weights, secondary, grads, optim)", spec, key);
     if (comma == std::string_view::npos) break;
     start = comma + 1;

@@ -2,6 +2,8 @@
 #include "zero/sharded_engine.hpp"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "comm/hierarchical.hpp"
@@ -102,6 +104,10 @@ ShardedEngine::ShardedEngine(const GptConfig& config, int batch, int seq_len, st
   }
   in.forward_only = true;
   eval_ops_ = build_step_schedule(in).ops;
+  if (const char* inject = std::getenv("STRATA_INJECT_FAILURE")) {
+    STRATA_REQUIRE(std::sscanf(inject, "%d:%d", &fail_rank_, &fail_step_) == 2,
+                   "STRATA_INJECT_FAILURE must read rank:step (got '{}')", inject);
+  }
 
   const std::size_t ew = esize(options_.weight_dtype);
   AlignedBuffer<float> full;
@@ -253,7 +259,14 @@ void ShardedEngine::compute(const ScheduleOp& op) {
     case ComputeStage::kHead:
       gpt_.head_backward(weights(fin), weights(emb), grad_target(fin), grad_target(emb), loss_scale_);
       break;
-    case ComputeStage::kBlock: gpt_.block_backward(op.layer, weights(op.unit), grad_target(op.unit)); break;
+    case ComputeStage::kBlock:
+      // The last block: the next block's gather is already in flight there.
+      STRATA_REQUIRE(!(comm_.rank() == fail_rank_ && steps_run_ == fail_step_ &&
+                       op.layer == layout().config().n_layer - 1),
+                     "injected failure (STRATA_INJECT_FAILURE={}:{}) in the backward of block {}", fail_rank_,
+                     fail_step_, op.layer);
+      gpt_.block_backward(op.layer, weights(op.unit), grad_target(op.unit));
+      break;
     case ComputeStage::kEmbedding: gpt_.embedding_backward(grad_target(emb)); break;
     case ComputeStage::kNone: break;
   }
@@ -406,7 +419,7 @@ void ShardedEngine::optimizer_step(const AdamWHyper& hyper, double lr, int step,
   for (const ScheduleOp& op : update_ops_) execute(op);
   comm_.meter().set_phase(TrafficPhase::kOther);
   reduced_ = false;
-  ++completed_steps_;
+  ++steps_run_;
 }
 
 // ---- checkpoints ---------------------------------------------------------------------------
@@ -443,9 +456,10 @@ void ShardedEngine::save_checkpoint(const std::string& path, int completed_steps
   comm_.barrier();
 }
 
-int ShardedEngine::load_checkpoint(const std::string& path) {
+int ShardedEngine::load_checkpoint(const Checkpoint& checkpoint) {
   UnitBuffers params(layout()), m(layout()), v(layout());
-  const int step = strata::load_checkpoint(path, layout(), {params, m, v});
+  restore_checkpoint(checkpoint, layout(), {params, m, v});
+  const int step = checkpoint.completed_steps;
   for (std::size_t i = 0; i < units_.size(); ++i) {
     UnitState& u = *units_[i];
     AlignedBuffer<float> full(u.padded);
@@ -462,7 +476,6 @@ int ShardedEngine::load_checkpoint(const std::string& path) {
     u.grad_shard.fill_zero();
   }
   ++epoch_;  // every secondary copy predates the loaded weights
-  completed_steps_ = step;
   return step;
 }
 

@@ -51,7 +51,7 @@ class ShardedEngine final : public TrainingEngine {
   int data_parallel_rank() const override { return comm_.rank(); }
   int data_parallel_size() const override { return comm_.world_size(); }
   void save_checkpoint(const std::string& path, int completed_steps) override;
-  int load_checkpoint(const std::string& path) override;
+  int load_checkpoint(const Checkpoint& checkpoint) override;
 
   const ModelLayout& layout() const { return gpt_.layout(); }
   const ShardPlan& plan() const { return options_.plan; }
@@ -59,7 +59,9 @@ class ShardedEngine final : public TrainingEngine {
   const StepSchedule& schedule() const { return schedule_; }
   Communicator& communicator() { return comm_; }
   MeasuredMemory measured_memory() const;
-  int completed_steps() const { return completed_steps_; }
+  // Optimizer steps this engine has run (not counting those a loaded checkpoint had done): what
+  // the traffic meter has seen.
+  int steps_run() const { return steps_run_; }
 
   // Weights change at every optimizer step and checkpoint load; each bumps the epoch.
   std::uint64_t epoch() const { return epoch_; }
@@ -100,7 +102,10 @@ class ShardedEngine final : public TrainingEngine {
   std::vector<std::unique_ptr<UnitState>> units_;
   ScratchPool pool_;
   std::uint64_t epoch_ = 1;
-  int completed_steps_ = 0;
+  int steps_run_ = 0;
+  // STRATA_INJECT_FAILURE=rank:step makes that rank throw in the backward of the last block at
+  // that optimizer step (0-based): a testing aid for the job-wide abort. -1: off.
+  int fail_rank_ = -1, fail_step_ = -1;
   bool reduced_ = false;
   double norm_ = 0.0;
 

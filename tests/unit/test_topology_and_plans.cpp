@@ -102,6 +102,7 @@ TEST(ShardPlanTest, RefusesBadPlansNamingTheRule) {
             std::string::npos);
   EXPECT_NE(error_of([&] { ShardPlan::parse("weights=rack", f); }).find("is not a level of topology"), std::string::npos);
   EXPECT_NE(error_of([&] { ShardPlan::parse("weights=gcd,weights=gpu", f); }).find("given twice"), std::string::npos);
+  EXPECT_NE(error_of([&] { ShardPlan::parse("optim=gcd,optimizer=node", f); }).find("given twice"), std::string::npos);
   EXPECT_NE(error_of([&] { ShardPlan::parse("gradients=gcd", f); }).find("unknown state"), std::string::npos);
   EXPECT_NE(error_of([&] { ShardPlan::parse("zero4", f); }).find("unknown plan"), std::string::npos);
 }

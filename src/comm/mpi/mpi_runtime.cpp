@@ -28,13 +28,24 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
     std::fprintf(stderr, "strata: error: MPI_Init_thread failed (code %d)\n", code);
     std::exit(1);
   }
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  // Errors come back as codes (checked by mpi_check), also for calls not tied to a communicator.
+  if (MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN) != MPI_SUCCESS ||
+      MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN) != MPI_SUCCESS) {
+    std::fprintf(stderr, "strata: error: MPI_Comm_set_errhandler failed\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  // Only the thread that called MPI_Init_thread makes MPI calls; OpenMP threads never do.
+  if (provided < MPI_THREAD_FUNNELED) {
+    std::fprintf(stderr, "strata: error: the MPI library offers thread level %d, Strata needs MPI_THREAD_FUNNELED\n",
+                 provided);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
 }
 
 MpiRuntime::~MpiRuntime() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (!finalized && MPI_Finalize() != MPI_SUCCESS) std::fprintf(stderr, "strata: warning: MPI_Finalize failed\n");
 }
 
 bool MpiRuntime::initialized() {
