@@ -90,9 +90,9 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   STRATA_REQUIRE(!config_.sharded(world_) || MpiRuntime::initialized(),
                  "the sharding engine needs MPI; run it through the strata command (mpirun -np N strata train ...)");
   if (config_.sharded(world_)) {
-    // Checked here, before any collective call, so every rank refuses a bad setting alike.
-    const Topology topology = Topology::parse(config_.topology, world_);
-    ShardPlan::parse(config_.plan == "auto" ? "hier3" : config_.plan, topology);
+    // Parsed here, before any collective call, so every rank refuses a bad setting alike.
+    topology_ = std::make_unique<Topology>(Topology::parse(config_.topology, world_));
+    plan_ = ShardPlan::parse(config_.plan == "auto" ? "hier3" : config_.plan, *topology_);
   }
   TokenData all = load_data(config_, config_.data, model_.vocab_size);
   if (!config_.val_data.empty()) {
@@ -124,14 +124,13 @@ Trainer::~Trainer() = default;
 void Trainer::connect() {
   const auto seed = static_cast<std::uint64_t>(config_.seed);
   set_thread_count(config_.threads > 0 ? config_.threads : default_thread_count());
-  if (config_.sharded(world_)) {
-    Topology topology = Topology::parse(config_.topology, world_);
+  if (topology_) {
     ShardedEngineOptions options;
-    options.plan = ShardPlan::parse(config_.plan == "auto" ? "hier3" : config_.plan, topology);
+    options.plan = plan_;
     options.weight_dtype = options.grad_dtype = config_.dtype == "bf16" ? DType::kBF16 : DType::kF32;
     options.prefetch = config_.prefetch != 0;
     options.grad_accum = config_.grad_accum;
-    comm_ = std::make_unique<MpiCommunicator>(std::move(topology));
+    comm_ = std::make_unique<MpiCommunicator>(*topology_);
     auto engine = std::make_unique<ShardedEngine>(model_, config_.batch_size, seq_len_, seed, *comm_, options);
     sharded_ = engine.get();
     engine_ = std::move(engine);

@@ -13,6 +13,7 @@
 #include "train/token_file.hpp"
 #include "train/train_config.hpp"
 #include "train/training_engine.hpp"
+#include "zero/shard_plan.hpp"
 
 namespace strata {
 
@@ -67,6 +68,8 @@ class Trainer {
   TokenData val_data_;
   std::unique_ptr<BatchLoader> train_loader_;
   std::unique_ptr<BatchLoader> val_loader_;
+  std::unique_ptr<Topology> topology_;  // set when the run is sharded
+  ShardPlan plan_;
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<TrainingEngine> engine_;
   ShardedEngine* sharded_ = nullptr;

@@ -25,8 +25,6 @@ int parse_level(std::string_view name, std::string_view state, const Topology& t
 
 }  // namespace
 
-int ShardPlan::outermost() const { return std::max({weights, secondary, grads, optimizer}); }
-
 std::string level_label(const Topology& topology, int level) {
   if (level == kReplicated) return "none";
   return fmt::format("{}({})", topology.level(level).name, topology.span(level));

@@ -24,8 +24,6 @@ struct ShardPlan {
   int optimizer = kReplicated;  // fp32 master weights and Adam moments
 
   bool has_secondary() const { return secondary != kReplicated; }
-  // The highest level any state is partitioned at (kReplicated when none is).
-  int outermost() const;
 
   // A preset name (ddp, zero1, zero2, zero3, zeropp, mics, hier3) or an explicit list such as
   // "weights=gcd,grads=node,optim=world,secondary=none" (levels by name, "world" or "none";

@@ -43,8 +43,6 @@ struct ShardedEngine::UnitState {
 
 namespace {
 
-std::size_t esize(DType t) { return dtype_size(t); }
-
 // Converts n fp32 values into the working dtype at `out`.
 void narrow(void* out, const float* in, std::size_t n, DType type) {
   if (type == DType::kBF16) {
@@ -68,7 +66,7 @@ void add_into(float* out, const float* in, std::size_t n) {
 }
 
 unsigned char* byte_at(void* base, std::size_t elements, DType type) {
-  return static_cast<unsigned char*>(base) + elements * esize(type);
+  return static_cast<unsigned char*>(base) + elements * dtype_size(type);
 }
 
 }  // namespace
@@ -109,7 +107,7 @@ ShardedEngine::ShardedEngine(const GptConfig& config, int batch, int seq_len, st
                    "STRATA_INJECT_FAILURE must read rank:step (got '{}')", inject);
   }
 
-  const std::size_t ew = esize(options_.weight_dtype);
+  const std::size_t ew = dtype_size(options_.weight_dtype);
   AlignedBuffer<float> full;
   for (std::size_t i = 0; i < layout().unit_count(); ++i) {
     auto u = std::make_unique<UnitState>();
@@ -189,7 +187,7 @@ void ShardedEngine::start_gather(UnitState& u, int unit, WeightSource source) {
   u.compute = pool_.acquire(u.padded * sizeof(float), false);
   void* target = u.compute->data();
   if (wt != DType::kF32) {
-    u.staging = pool_.acquire(u.padded * esize(wt), false);
+    u.staging = pool_.acquire(u.padded * dtype_size(wt), false);
     target = u.staging->data();
   }
   int last = plan.weights;
@@ -211,13 +209,12 @@ void ShardedEngine::finish_gather(UnitState& u) {
   }
 }
 
-void ShardedEngine::keep_secondary(UnitState& u, int unit) {
+void ShardedEngine::keep_secondary(UnitState& u) {
   if (u.secondary.size() == 0) return;
   const void* from = u.staging ? static_cast<const void*>(u.staging->data()) : static_cast<const void*>(u.compute->data());
-  std::memcpy(u.secondary.data(), static_cast<const unsigned char*>(from) + u.secondary_offset * esize(options_.weight_dtype),
+  std::memcpy(u.secondary.data(), static_cast<const unsigned char*>(from) + u.secondary_offset * dtype_size(options_.weight_dtype),
               u.secondary.size());
   u.secondary_epoch = epoch_;
-  (void)unit;
 }
 
 void ShardedEngine::release(UnitState& u) {
@@ -277,12 +274,12 @@ void ShardedEngine::reduce_scatter_grads(UnitState& u) {
   if (g == kReplicated) return;
   const DType gt = options_.grad_dtype;
   float* full = reinterpret_cast<float*>(u.grad->data());
-  ScratchPool::Buffer piece = pool_.acquire(u.grad_len * esize(gt), false);
+  ScratchPool::Buffer piece = pool_.acquire(u.grad_len * dtype_size(gt), false);
   if (gt == DType::kF32) {
     hierarchical_reduce_scatter(comm_, full, u.padded, gt, 0, g, piece->data());
     add_into(u.grad_shard.data(), reinterpret_cast<const float*>(piece->data()), u.grad_len);
   } else {
-    ScratchPool::Buffer narrow_full = pool_.acquire(u.padded * esize(gt), false);
+    ScratchPool::Buffer narrow_full = pool_.acquire(u.padded * dtype_size(gt), false);
     narrow(narrow_full->data(), full, u.padded, gt);
     hierarchical_reduce_scatter(comm_, narrow_full->data(), u.padded, gt, 0, g, piece->data());
     pool_.release(std::move(narrow_full));
@@ -302,13 +299,13 @@ void ShardedEngine::reduce_replicas(UnitState& u) {
   const bool reduce = plan.optimizer < top;
   if (!scatter && !reduce) return;
   const DType gt = options_.grad_dtype;
-  ScratchPool::Buffer work = pool_.acquire(u.grad_len * esize(gt), false);
+  ScratchPool::Buffer work = pool_.acquire(u.grad_len * dtype_size(gt), false);
   narrow(work->data(), u.grad_shard.data(), u.grad_len, gt);
-  ScratchPool::Buffer slice = pool_.acquire(u.optim_len * esize(gt), false);
+  ScratchPool::Buffer slice = pool_.acquire(u.optim_len * dtype_size(gt), false);
   if (scatter) {
     hierarchical_reduce_scatter(comm_, work->data(), u.grad_len, gt, plan.grads + 1, plan.optimizer, slice->data());
   } else {
-    std::memcpy(slice->data(), work->data(), u.optim_len * esize(gt));
+    std::memcpy(slice->data(), work->data(), u.optim_len * dtype_size(gt));
   }
   if (reduce) hierarchical_all_reduce(comm_, slice->data(), u.optim_len, gt, plan.optimizer + 1, top);
   widen(u.grad_shard.data() + u.reduced_offset, slice->data(), u.optim_len, gt);
@@ -336,7 +333,7 @@ void ShardedEngine::execute(const ScheduleOp& op) {
   switch (op.kind) {
     case OpKind::kGatherStart: start_gather(*u, op.unit, op.source); break;
     case OpKind::kGatherWait: finish_gather(*u); break;
-    case OpKind::kKeepSecondary: keep_secondary(*u, op.unit); break;
+    case OpKind::kKeepSecondary: keep_secondary(*u); break;
     case OpKind::kRelease: release(*u); break;
     case OpKind::kForward:
     case OpKind::kBackward: compute(op); break;

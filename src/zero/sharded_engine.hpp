@@ -80,7 +80,7 @@ class ShardedEngine final : public TrainingEngine {
   void execute(const ScheduleOp& op);
   void start_gather(UnitState& u, int unit, WeightSource source);
   void finish_gather(UnitState& u);
-  void keep_secondary(UnitState& u, int unit);
+  void keep_secondary(UnitState& u);
   void release(UnitState& u);
   const float* weights(int unit);
   float* grad_target(int unit);

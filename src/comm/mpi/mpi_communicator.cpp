@@ -111,6 +111,11 @@ MPI_Datatype MpiCommunicator::mpi_type(DType type) const {
   fail("no MPI type for {}", dtype_name(type));
 }
 
+std::uint64_t MpiCommunicator::peer_volume(std::size_t count, DType type, int level) const {
+  // A piece of `count` elements to or from each of the fanout - 1 peers.
+  return (topology_.level(level).fanout - 1ULL) * count * dtype_size(type);
+}
+
 MPI_Op MpiCommunicator::sum_op(DType type) const { return type == DType::kBF16 ? bf16_sum_ : MPI_SUM; }
 
 void MpiCommunicator::all_gather(void* buffer, std::size_t count, DType type, int level) {
@@ -118,7 +123,7 @@ void MpiCommunicator::all_gather(void* buffer, std::size_t count, DType type, in
   mpi_check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, checked_count(count, "all-gather"),
                           mpi_type(type), level_comm(level)),
             "MPI_Allgather");
-  const std::uint64_t bytes = (topology_.level(level).fanout - 1ULL) * count * dtype_size(type);
+  const std::uint64_t bytes = peer_volume(count, type, level);
   meter_.record(level, bytes, bytes, MPI_Wtime() - start);
 }
 
@@ -128,7 +133,7 @@ std::unique_ptr<CommRequest> MpiCommunicator::start_all_gather(void* buffer, std
   mpi_check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, checked_count(count, "all-gather"),
                            mpi_type(type), level_comm(level), &request),
             "MPI_Iallgather");
-  const std::uint64_t bytes = (topology_.level(level).fanout - 1ULL) * count * dtype_size(type);
+  const std::uint64_t bytes = peer_volume(count, type, level);
   return std::make_unique<MpiRequest>(request, meter_, meter_.phase(), level, bytes, "MPI_Wait (all-gather)");
 }
 
@@ -137,7 +142,7 @@ void MpiCommunicator::reduce_scatter(const void* send, void* recv, std::size_t c
   mpi_check(MPI_Reduce_scatter_block(send, recv, checked_count(count, "reduce-scatter"), mpi_type(type),
                                      sum_op(type), level_comm(level)),
             "MPI_Reduce_scatter_block");
-  const std::uint64_t bytes = (topology_.level(level).fanout - 1ULL) * count * dtype_size(type);
+  const std::uint64_t bytes = peer_volume(count, type, level);
   meter_.record(level, bytes, bytes, MPI_Wtime() - start);
 }
 
@@ -147,7 +152,7 @@ std::unique_ptr<CommRequest> MpiCommunicator::start_reduce_scatter(const void* s
   mpi_check(MPI_Ireduce_scatter_block(send, recv, checked_count(count, "reduce-scatter"), mpi_type(type),
                                       sum_op(type), level_comm(level), &request),
             "MPI_Ireduce_scatter_block");
-  const std::uint64_t bytes = (topology_.level(level).fanout - 1ULL) * count * dtype_size(type);
+  const std::uint64_t bytes = peer_volume(count, type, level);
   return std::make_unique<MpiRequest>(request, meter_, meter_.phase(), level, bytes, "MPI_Wait (reduce-scatter)");
 }
 
@@ -155,7 +160,7 @@ void MpiCommunicator::all_to_all(const void* send, void* recv, std::size_t count
   const double start = MPI_Wtime();
   const int n = checked_count(count, "all-to-all");
   mpi_check(MPI_Alltoall(send, n, mpi_type(type), recv, n, mpi_type(type), level_comm(level)), "MPI_Alltoall");
-  const std::uint64_t bytes = (topology_.level(level).fanout - 1ULL) * count * dtype_size(type);
+  const std::uint64_t bytes = peer_volume(count, type, level);
   meter_.record(level, bytes, bytes, MPI_Wtime() - start);
 }
 

@@ -36,6 +36,7 @@ class MpiCommunicator final : public Communicator {
  private:
   MPI_Datatype mpi_type(DType type) const;
   MPI_Op sum_op(DType type) const;
+  std::uint64_t peer_volume(std::size_t count, DType type, int level) const;
   MPI_Comm level_comm(int level) const { return level_comms_.at(static_cast<std::size_t>(level)); }
 
   Topology topology_;
