@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <climits>
-#include <cstdio>
 #include <exception>
 
 #include "comm/mpi/mpi_check.hpp"
@@ -33,6 +32,9 @@ class MpiRequest final : public CommRequest {
              const char* what)
       : request_(request), meter_(meter), phase_(phase), level_(level), bytes_(bytes), what_(what),
         start_(MPI_Wtime()) {}
+  // Copies would wait on (and meter) one request twice.
+  MpiRequest(const MpiRequest&) = delete;
+  MpiRequest& operator=(const MpiRequest&) = delete;
   ~MpiRequest() override {
     if (request_ != MPI_REQUEST_NULL && std::uncaught_exceptions() == 0) {
       try {
@@ -73,32 +75,23 @@ MpiCommunicator::MpiCommunicator(Topology topology)
     const int color = rank_ - topology_.coordinate(rank_, l) * topology_.span(l - 1);
     MPI_Comm comm = MPI_COMM_NULL;
     mpi_check(MPI_Comm_split(MPI_COMM_WORLD, color, topology_.coordinate(rank_, l), &comm), "MPI_Comm_split (level)");
-    level_comms_.push_back(comm);
+    level_comms_.emplace_back(comm);
   }
   for (int first = 0; first < topology_.level_count(); ++first) {
     for (int last = first; last < topology_.level_count(); ++last) {
       const RankGroup g = topology_.levels_group(rank_, first, last);
       MPI_Comm comm = MPI_COMM_NULL;
       mpi_check(MPI_Comm_split(MPI_COMM_WORLD, g.ranks.front(), rank_, &comm), "MPI_Comm_split (level range)");
-      range_comms_[{first, last}] = comm;
+      range_comms_.insert_or_assign({first, last}, MpiComm(comm));
     }
   }
-  mpi_check(MPI_Type_contiguous(2, MPI_BYTE, &bf16_type_), "MPI_Type_contiguous");
-  mpi_check(MPI_Type_commit(&bf16_type_), "MPI_Type_commit");
-  mpi_check(MPI_Op_create(&bf16_sum, 1, &bf16_sum_), "MPI_Op_create");
-}
-
-MpiCommunicator::~MpiCommunicator() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized) return;
-  // A destructor cannot throw; a failed free is reported and otherwise harmless at shutdown.
-  bool ok = true;
-  for (auto& c : level_comms_) ok &= MPI_Comm_free(&c) == MPI_SUCCESS;
-  for (auto& [key, c] : range_comms_) ok &= MPI_Comm_free(&c) == MPI_SUCCESS;
-  ok &= MPI_Type_free(&bf16_type_) == MPI_SUCCESS;
-  ok &= MPI_Op_free(&bf16_sum_) == MPI_SUCCESS;
-  if (!ok) std::fprintf(stderr, "strata: warning: freeing MPI communicators or types failed\n");
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  mpi_check(MPI_Type_contiguous(2, MPI_BYTE, &type), "MPI_Type_contiguous");
+  bf16_type_ = MpiDatatype(type);
+  mpi_check(MPI_Type_commit(bf16_type_.inout()), "MPI_Type_commit");
+  MPI_Op op = MPI_OP_NULL;
+  mpi_check(MPI_Op_create(&bf16_sum, 1, &op), "MPI_Op_create");
+  bf16_sum_ = MpiOp(op);
 }
 
 MPI_Datatype MpiCommunicator::mpi_type(DType type) const {
@@ -106,7 +99,7 @@ MPI_Datatype MpiCommunicator::mpi_type(DType type) const {
     case DType::kF32: return MPI_FLOAT;
     case DType::kF64: return MPI_DOUBLE;
     case DType::kI32: return MPI_INT;
-    case DType::kBF16: return bf16_type_;
+    case DType::kBF16: return bf16_type_.get();
   }
   fail("no MPI type for {}", dtype_name(type));
 }
@@ -116,7 +109,7 @@ std::uint64_t MpiCommunicator::peer_volume(std::size_t count, DType type, int le
   return (topology_.level(level).fanout - 1ULL) * count * dtype_size(type);
 }
 
-MPI_Op MpiCommunicator::sum_op(DType type) const { return type == DType::kBF16 ? bf16_sum_ : MPI_SUM; }
+MPI_Op MpiCommunicator::sum_op(DType type) const { return type == DType::kBF16 ? bf16_sum_.get() : MPI_SUM; }
 
 void MpiCommunicator::all_gather(void* buffer, std::size_t count, DType type, int level) {
   const double start = MPI_Wtime();
@@ -176,8 +169,8 @@ void MpiCommunicator::broadcast(void* buffer, std::size_t count, DType type, int
 void MpiCommunicator::all_reduce_control(double* values, int count, int first_level, int last_level) {
   if (last_level < first_level) return;
   const double start = MPI_Wtime();
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, range_comms_.at({first_level, last_level})),
-            "MPI_Allreduce (control)");
+  const MPI_Comm comm = range_comms_.at({first_level, last_level}).get();
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce (control)");
   meter_.record_control(static_cast<std::uint64_t>(count) * sizeof(double), MPI_Wtime() - start);
 }
 

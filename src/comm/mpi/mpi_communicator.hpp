@@ -10,13 +10,16 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "comm/mpi/mpi_handles.hpp"
 
 namespace strata {
 
 class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(Topology topology);
-  ~MpiCommunicator() override;
+  ~MpiCommunicator() override = default;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
 
   int rank() const override { return rank_; }
   int world_size() const override { return topology_.world_size(); }
@@ -37,15 +40,15 @@ class MpiCommunicator final : public Communicator {
   MPI_Datatype mpi_type(DType type) const;
   MPI_Op sum_op(DType type) const;
   std::uint64_t peer_volume(std::size_t count, DType type, int level) const;
-  MPI_Comm level_comm(int level) const { return level_comms_.at(static_cast<std::size_t>(level)); }
+  MPI_Comm level_comm(int level) const { return level_comms_.at(static_cast<std::size_t>(level)).get(); }
 
   Topology topology_;
   int rank_ = 0;
   TrafficMeter meter_;
-  std::vector<MPI_Comm> level_comms_;
-  std::map<std::pair<int, int>, MPI_Comm> range_comms_;
-  MPI_Datatype bf16_type_ = MPI_DATATYPE_NULL;
-  MPI_Op bf16_sum_ = MPI_OP_NULL;
+  std::vector<MpiComm> level_comms_;
+  std::map<std::pair<int, int>, MpiComm> range_comms_;
+  MpiDatatype bf16_type_;
+  MpiOp bf16_sum_;
 };
 
 }  // namespace strata

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "comm/mpi/mpi_check.hpp"
+#include "comm/mpi/mpi_handles.hpp"
 #include "core/error.hpp"
 
 namespace strata {
@@ -75,12 +76,12 @@ int MpiRuntime::world_size() {
 }
 
 int MpiRuntime::ranks_on_this_host() {
-  MPI_Comm shared = MPI_COMM_NULL;
-  mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL, &shared),
+  MPI_Comm raw = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL, &raw),
             "MPI_Comm_split_type");
+  const MpiComm shared(raw);
   int n = 1;
-  mpi_check(MPI_Comm_size(shared, &n), "MPI_Comm_size");
-  MPI_Comm_free(&shared);
+  mpi_check(MPI_Comm_size(shared.get(), &n), "MPI_Comm_size");
   return n;
 }
 

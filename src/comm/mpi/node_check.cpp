@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/mpi/mpi_check.hpp"
+#include "comm/mpi/mpi_handles.hpp"
 
 namespace strata {
 
@@ -15,13 +16,14 @@ std::string describe_declared_nodes(const Topology& t) {
   int rank = 0, size = 1;
   mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
   mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
-  MPI_Comm shared = MPI_COMM_NULL;
-  mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared),
+  MPI_Comm raw = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &raw),
             "MPI_Comm_split_type");
+  MpiComm shared(raw);
   // A real node is named by the lowest world rank on it.
   int lowest = rank;
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, shared), "MPI_Allreduce (node id)");
-  MPI_Comm_free(&shared);
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, shared.get()), "MPI_Allreduce (node id)");
+  shared.reset();
   std::vector<int> real(static_cast<std::size_t>(size));
   mpi_check(MPI_Allgather(&lowest, 1, MPI_INT, real.data(), 1, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather (node ids)");
 
