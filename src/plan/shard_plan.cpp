@@ -1,10 +1,12 @@
-// Shard plan presets (named by role, so they fit any topology), parsing and validation.
-#include "zero/shard_plan.hpp"
+// Shard plan presets (named by role, so they fit any topology), parsing, validation, and what a
+// plan resolves to on a topology where its levels collapse.
+#include "plan/shard_plan.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <set>
 
 #include "core/error.hpp"
 
@@ -113,6 +115,149 @@ void ShardPlan::validate(const Topology& t) const {
 std::string ShardPlan::describe(const Topology& t) const {
   return fmt::format("weights={} secondary={} grads={} optim={}", level_label(t, weights), level_label(t, secondary),
                      level_label(t, grads), level_label(t, optimizer));
+}
+
+namespace {
+
+// How many ranks each state is split over; the secondary is 0 when there is no copy, which is
+// not the same as a copy whole on every rank (span 1).
+struct Spans {
+  int weights = 1;
+  int secondary = 0;
+  int grads = 1;
+  int optimizer = 1;
+  bool operator==(const Spans&) const = default;
+};
+
+Spans spans_of(const ShardPlan& p, const Topology& t) {
+  return {t.span(p.weights), p.has_secondary() ? t.span(p.secondary) : 0, t.span(p.grads), t.span(p.optimizer)};
+}
+
+bool secondary_duplicates_weights(const ShardPlan& p, const Topology& t) {
+  return p.has_secondary() && t.span(p.secondary) == t.span(p.weights);
+}
+
+ShardPlan without_useless_secondary(ShardPlan p, const Topology& t) {
+  if (secondary_duplicates_weights(p, t)) p.secondary = kReplicated;
+  return p;
+}
+
+std::string join_words(const std::vector<std::string>& words) {
+  if (words.size() <= 1) return words.empty() ? "" : words.front();
+  return fmt::format("{} and {}", fmt::join(words.begin(), words.end() - 1, ", "), words.back());
+}
+
+// "weights and grads over 8 ranks, optimizer over 16 ranks": states sharing a span are named
+// together, so equal spans (the point of the note) are visible at a glance.
+std::string describe_spans(const Spans& s) {
+  const std::pair<const char*, int> states[] = {{"weights", s.weights}, {"grads", s.grads}, {"optimizer", s.optimizer}};
+  std::vector<int> order;
+  for (const auto& [name, span] : states) {
+    if (std::find(order.begin(), order.end(), span) == order.end()) order.push_back(span);
+  }
+  std::vector<std::string> groups;
+  for (int span : order) {
+    std::vector<std::string> names;
+    for (const auto& [name, state_span] : states) {
+      if (state_span == span) names.emplace_back(name);
+    }
+    groups.push_back(fmt::format("{}{} {}", join_words(names), names.size() >= 3 ? " all" : "",
+                                 span == 1 ? std::string("replicated") : fmt::format("over {} ranks", span)));
+  }
+  if (s.secondary == 1) groups.emplace_back("secondary copy whole on every rank");
+  if (s.secondary > 1) groups.push_back(fmt::format("secondary copy over {} ranks", s.secondary));
+  return fmt::format("{}", fmt::join(groups, ", "));
+}
+
+// The levels a preset is defined by; kNone stands for "replicated" (span 1).
+enum class Role { kNone, kInner, kNode, kWorld };
+
+int level_of(Role r, const Topology& t) {
+  switch (r) {
+    case Role::kNone: return kReplicated;
+    case Role::kInner: return 0;
+    case Role::kNode: return t.node_level();
+    case Role::kWorld: return t.level_count() - 1;
+  }
+  return kReplicated;
+}
+
+// The pairs of roles a preset means to cover different numbers of ranks; when a pair does not,
+// the preset is not what its name promises (mics that does not replicate across nodes, hier3
+// whose weights and gradients share a group, a ZeRO stage with nothing to partition).
+std::vector<std::pair<Role, Role>> distinct_roles(std::string_view preset) {
+  if (preset == "zero1" || preset == "zero2" || preset == "zero3") return {{Role::kNone, Role::kWorld}};
+  if (preset == "zeropp" || preset == "mics") return {{Role::kNone, Role::kNode}, {Role::kNode, Role::kWorld}};
+  if (preset == "hier3") return {{Role::kNone, Role::kInner}, {Role::kInner, Role::kNode}, {Role::kNode, Role::kWorld}};
+  return {};
+}
+
+bool is_preset(const ShardPlan& p, const Topology& t) {
+  const auto names = ShardPlan::preset_names();
+  if (std::find(names.begin(), names.end(), p.name) == names.end()) return false;
+  // A plan built by hand under a preset's name is judged as the explicit plan it is.
+  const ShardPlan q = ShardPlan::preset(p.name, t);
+  return q.weights == p.weights && q.secondary == p.secondary && q.grads == p.grads && q.optimizer == p.optimizer;
+}
+
+// Why the preset's roles collapse here, most structural cause first; empty when they do not.
+std::vector<std::string> collapse_reasons(std::string_view preset, const Topology& t) {
+  bool one_level = false, inner_is_node = false;
+  std::set<int> unit_levels;
+  for (const auto& [lower, upper] : distinct_roles(preset)) {
+    const int a = level_of(lower, t), b = level_of(upper, t);
+    if (t.span(a) != t.span(b)) continue;
+    if (a == b) {
+      one_level |= t.level_count() == 1;
+      inner_is_node |= t.level_count() == 2;
+    } else {
+      for (int l = a + 1; l <= b; ++l) unit_levels.insert(l);  // equal spans: every fan-out between is 1
+    }
+  }
+  std::vector<std::string> reasons;
+  if (one_level) {
+    reasons.emplace_back(preset == "hier3" ? "with one level, the innermost and node levels are the world"
+                                           : "with one level, the node level is the world");
+  }
+  if (inner_is_node) reasons.emplace_back("the innermost level is the node level");
+  if (!unit_levels.empty()) {
+    std::vector<std::string> names;
+    for (int l : unit_levels) names.push_back(t.level(l).name);
+    reasons.push_back(fmt::format("{} {} {} fan-out 1", names.size() == 1 ? "level" : "levels", join_words(names),
+                                  names.size() == 1 ? "has" : "have"));
+  }
+  return reasons;
+}
+
+}  // namespace
+
+PlanResolution resolve_plan(const ShardPlan& plan, const Topology& t) {
+  PlanResolution r{without_useless_secondary(plan, t), ""};
+  const bool preset = is_preset(plan, t);
+  std::vector<std::string> reasons = preset ? collapse_reasons(plan.name, t) : std::vector<std::string>{};
+  const bool degenerate = !reasons.empty();
+  if (secondary_duplicates_weights(plan, t)) {
+    reasons.push_back(fmt::format("the secondary copy at {} spans as many ranks as the weights at {}, so it would "
+                                  "only duplicate them and is dropped",
+                                  level_label(t, plan.secondary), level_label(t, plan.weights)));
+  }
+  if (reasons.empty()) return r;
+
+  std::string what = "runs without its secondary copy";
+  if (degenerate) {
+    const Spans spans = spans_of(r.plan, t);
+    std::string match;
+    for (const auto& name : ShardPlan::preset_names()) {
+      if (name != plan.name && spans_of(without_useless_secondary(ShardPlan::preset(name, t), t), t) == spans) {
+        match = name;
+        break;
+      }
+    }
+    what = match.empty() ? fmt::format("runs with {} (like no other preset)", describe_spans(spans))
+                         : fmt::format("runs as {} ({})", match, describe_spans(spans));
+  }
+  r.note = fmt::format("plan {} on topology {} {}: {}", plan.name, t.to_string(), what, fmt::join(reasons, "; "));
+  return r;
 }
 
 }  // namespace strata

@@ -41,4 +41,20 @@ struct ShardPlan {
 
 std::string level_label(const Topology& topology, int level);
 
+// What a plan amounts to on one topology, so a run can say so before it starts instead of
+// leaving the user to wonder why, say, hier3 moves the same bytes as zero3.
+struct PlanResolution {
+  // The plan to run: the input, less a secondary copy that would span as many ranks as the
+  // weights (it would only duplicate the primary and cost memory).
+  ShardPlan plan;
+  // Empty when the plan is what it says; otherwise one line (no newline) naming the plan, the
+  // topology, what it effectively is and why.
+  std::string note;
+};
+
+// A preset degenerates when levels it means to keep apart cover the same ranks here (one level,
+// the innermost level being the node level, levels of fan-out 1); any plan may carry a useless
+// secondary copy.
+PlanResolution resolve_plan(const ShardPlan& plan, const Topology& topology);
+
 }  // namespace strata
