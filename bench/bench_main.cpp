@@ -19,7 +19,7 @@
 #include "core/median.hpp"
 #include "core/stopwatch.hpp"
 #include "core/threads.hpp"
-#include "train/local_engine.hpp"
+#include "engine/local_engine.hpp"
 #include "train/train_step.hpp"
 
 namespace {

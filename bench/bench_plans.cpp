@@ -1,6 +1,6 @@
 // strata_bench plans: under mpirun, trains a few steps of each plan in turn on one virtual
 // topology and prints, from rank 0, one JSON line per plan: median ms/step and the measured and
-// formula bytes per level (per micro-batch and per step), with each state's bytes per rank.
+// schedule-counted bytes per level (per micro-batch and per step), with each state's bytes per rank.
 #include "bench/bench_plans.hpp"
 
 #include <fmt/format.h>
@@ -9,19 +9,15 @@
 #include <vector>
 
 #include "comm/mpi/mpi_communicator.hpp"
+#include "comm/mpi/mpi_runtime.hpp"
 #include "core/rng.hpp"
 #include "core/median.hpp"
 #include "core/stopwatch.hpp"
 #include "train/train_step.hpp"
-#include "zero/plan_formulas.hpp"
-#include "zero/plan_report.hpp"
-#include "zero/sharded_engine.hpp"
+#include "engine/plan_report.hpp"
+#include "engine/sharded_engine.hpp"
 
 namespace strata {
-
-namespace {
-
-}  // namespace
 
 void bench_plans(const PlanBenchSettings& s) {
   GptConfig config = GptConfig::preset(s.model);

@@ -47,7 +47,7 @@ def plans(rows):
               f"{first['topology']}, {first['weight_dtype']} weights and gradients, "
               f"{first['batch_per_rank']} x {first['seq_len']} tokens per rank per micro-batch, "
               f"{first['grad_accum']} micro-batches per step")
-        print("bytes sent per rank (measured; each equals the plan's formula):")
+        print("bytes sent per rank (measured by the traffic meter; each equals the schedule's count):")
         head = f"{'plan':<7} {'ms/step':>8} |" + "".join(f" {l + '/step':>12}" for l in levels)
         head += f" | {outer + '/micro':>12} {outer + ' boundary':>14} | {'state bytes/rank':>16}"
         print(head)

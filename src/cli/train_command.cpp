@@ -12,6 +12,7 @@
 #include "cli/train_options.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
 #include "core/error.hpp"
+#include "train/engine_setup.hpp"
 #include "train/trainer.hpp"
 
 namespace strata {
@@ -27,11 +28,13 @@ struct TrainCommandState {
 void run_train(TrainCommandState& state, const CLI::App& command) {
   const int rank = MpiRuntime::world_rank();
   std::unique_ptr<Trainer> trainer;
+  EngineSetup setup;
   std::string problem;
   try {
     if (!state.config_file.empty()) apply_config_file(state.config_file, state.specs, command);
     state.config.validate();
     state.config.resolve_defaults();
+    setup = plan_engine(state.config, MpiRuntime::world_size());
     trainer = std::make_unique<Trainer>(state.config);
   } catch (const std::exception& e) {  // strata::Error, and std::bad_alloc or the like
     problem = e.what();
@@ -54,8 +57,8 @@ void run_train(TrainCommandState& state, const CLI::App& command) {
   // From here ranks make collective calls: a failure on one must end them all at once, before
   // the trainer's destructors could wait on collectives the peers will never join.
   try {
-    trainer->connect();
-    trainer->run(std::cout);
+    connect_engine(setup, state.config);
+    trainer->run(*setup.engine, std::cout, setup.notes);
   } catch (const std::exception& e) {
     MpiRuntime::abort(e.what(), kExitFailure);
   }

@@ -64,6 +64,58 @@ class ChainedGather final : public CommRequest {
   bool done_ = false;
 };
 
+// Reduce-scatter innermost level first: the first step runs non-blocking, the rest (each needs
+// the previous one's result) when the caller waits.
+class ChainedReduceScatter final : public CommRequest {
+ public:
+  ChainedReduceScatter(Communicator& comm, void* data, std::size_t n, DType type, int first, int last, void* shard)
+      : comm_(comm), data_(data), type_(type), level_(first), last_(last), size_(n), shard_(shard) {
+    const Topology& t = comm_.topology();
+    while (level_ <= last_ && t.level(level_).fanout == 1) ++level_;
+    if (level_ <= last_) {
+      const std::size_t piece = size_ / static_cast<std::size_t>(t.level(level_).fanout);
+      scratch_.resize(piece * dtype_size(type_));
+      step_ = comm_.start_reduce_scatter(at(data_, offset_, type_), scratch_.data(), piece, type_, level_);
+    }
+  }
+  void wait() override {
+    if (done_) return;
+    done_ = true;
+    const Topology& t = comm_.topology();
+    for (; level_ <= last_; ++level_) {
+      const int f = t.level(level_).fanout;
+      if (f == 1) continue;
+      const std::size_t piece = size_ / static_cast<std::size_t>(f);
+      if (step_) {
+        step_->wait();
+        step_.reset();
+      } else {
+        scratch_.resize(piece * dtype_size(type_));
+        comm_.reduce_scatter(at(data_, offset_, type_), scratch_.data(), piece, type_, level_);
+      }
+      offset_ += static_cast<std::size_t>(t.coordinate(comm_.rank(), level_)) * piece;
+      size_ = piece;
+      std::memcpy(at(data_, offset_, type_), scratch_.data(), piece * dtype_size(type_));
+    }
+    std::memmove(shard_, at(data_, offset_, type_), size_ * dtype_size(type_));
+  }
+  // As for the chained gather: finishing means more collectives, never started while unwinding.
+  ~ChainedReduceScatter() override {
+    if (std::uncaught_exceptions() == 0) wait();
+  }
+
+ private:
+  Communicator& comm_;
+  void* data_;
+  DType type_;
+  int level_, last_;
+  std::size_t size_, offset_ = 0;
+  void* shard_;
+  std::vector<unsigned char> scratch_;
+  std::unique_ptr<CommRequest> step_;
+  bool done_ = false;
+};
+
 }  // namespace
 
 std::size_t shard_offset(const Topology& topology, int rank, std::size_t n, int first, int last) {
@@ -73,28 +125,17 @@ std::size_t shard_offset(const Topology& topology, int rank, std::size_t n, int 
 
 void hierarchical_reduce_scatter(Communicator& comm, void* data, std::size_t n, DType type, int first, int last,
                                  void* shard) {
-  const Topology& t = comm.topology();
-  check_divisible(t, n, first, last, "reduce-scatter");
-  std::size_t offset = 0, size = n;
-  std::vector<unsigned char> scratch;
-  for (int l = first; l <= last; ++l) {
-    const int f = t.level(l).fanout;
-    if (f == 1) continue;
-    const std::size_t piece = size / static_cast<std::size_t>(f);
-    scratch.resize(piece * dtype_size(type));
-    comm.reduce_scatter(at(data, offset, type), scratch.data(), piece, type, l);
-    offset += static_cast<std::size_t>(t.coordinate(comm.rank(), l)) * piece;
-    size = piece;
-    std::memcpy(at(data, offset, type), scratch.data(), scratch.size());
-  }
-  std::memmove(shard, at(data, offset, type), size * dtype_size(type));
+  start_hierarchical_reduce_scatter(comm, data, n, type, first, last, shard)->wait();
+}
+
+std::unique_ptr<CommRequest> start_hierarchical_reduce_scatter(Communicator& comm, void* data, std::size_t n,
+                                                               DType type, int first, int last, void* shard) {
+  check_divisible(comm.topology(), n, first, last, "reduce-scatter");
+  return std::make_unique<ChainedReduceScatter>(comm, data, n, type, first, last, shard);
 }
 
 void hierarchical_all_gather(Communicator& comm, void* data, std::size_t n, DType type, int first, int last) {
-  const Topology& t = comm.topology();
-  check_divisible(t, n, first, last, "all-gather");
-  const std::size_t piece = n / static_cast<std::size_t>(t.span(first, last));
-  gather_steps(comm, data, type, first, last, shard_offset(t, comm.rank(), n, first, last), piece);
+  start_hierarchical_all_gather(comm, data, n, type, first, last)->wait();
 }
 
 std::unique_ptr<CommRequest> start_hierarchical_all_gather(Communicator& comm, void* data, std::size_t n, DType type,

@@ -16,6 +16,11 @@ namespace strata {
 void hierarchical_reduce_scatter(Communicator& comm, void* data, std::size_t n, DType type, int first, int last,
                                  void* shard);
 
+// As hierarchical_reduce_scatter, but the innermost step is started non-blocking; wait() finishes
+// it and runs the remaining (outer) steps. `data` and `shard` must live until then.
+std::unique_ptr<CommRequest> start_hierarchical_reduce_scatter(Communicator& comm, void* data, std::size_t n,
+                                                               DType type, int first, int last, void* shard);
+
 // data: n elements with this rank's shard at shard_index * n / span; on return, all of them.
 void hierarchical_all_gather(Communicator& comm, void* data, std::size_t n, DType type, int first, int last);
 

@@ -1,4 +1,5 @@
-// Strata's error type: every failure a user can cause surfaces as an Error carrying one sentence.
+// Strata's error types: every failure a user can cause surfaces as an Error carrying one sentence;
+// a broken internal invariant (a bug in Strata, not in the input) is an InternalError.
 #pragma once
 
 #include <fmt/format.h>
@@ -14,6 +15,19 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Thrown by STRATA_CHECK: the message says which invariant broke and where, so a bug report can
+// name it; it is never the user's doing.
+class InternalError : public Error {
+ public:
+  using Error::Error;
+};
+
+template <class... Args>
+[[noreturn]] void internal_failure(const char* file, int line, fmt::format_string<Args...> format, Args&&... args) {
+  throw InternalError(fmt::format("internal error (a bug in Strata, at {}:{}): {}", file, line,
+                                  fmt::format(format, std::forward<Args>(args)...)));
+}
+
 template <class... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
   throw Error(fmt::format(format, std::forward<Args>(args)...));
@@ -27,4 +41,13 @@ template <class... Args>
     if (!(condition)) {                 \
       ::strata::fail(__VA_ARGS__);      \
     }                                   \
+  } while (false)
+
+// Checks an internal invariant (the schedule, the shard layout, a buffer size); throws
+// strata::InternalError naming the file and line. Kept in release builds: they are cheap.
+#define STRATA_CHECK(condition, ...)                                    \
+  do {                                                                  \
+    if (!(condition)) {                                                 \
+      ::strata::internal_failure(__FILE__, __LINE__, __VA_ARGS__);      \
+    }                                                                   \
   } while (false)

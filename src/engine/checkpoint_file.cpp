@@ -1,5 +1,5 @@
 // Checkpoint save and load on top of the tensor archive.
-#include "train/checkpoint.hpp"
+#include "engine/checkpoint_file.hpp"
 
 #include <cstring>
 

@@ -1,12 +1,12 @@
 // Single-process training step.
-#include "train/local_engine.hpp"
+#include "engine/local_engine.hpp"
 
 #include <cmath>
 
 #include "core/op_profile.hpp"
 #include "model/init.hpp"
-#include "train/checkpoint.hpp"
-#include "train/grad_norm.hpp"
+#include "engine/checkpoint_file.hpp"
+#include "optim/grad_norm.hpp"
 
 namespace strata {
 

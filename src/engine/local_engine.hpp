@@ -7,8 +7,8 @@
 
 #include "model/gpt.hpp"
 #include "model/unit_buffers.hpp"
-#include "train/adamw.hpp"
-#include "train/training_engine.hpp"
+#include "optim/adamw.hpp"
+#include "engine/training_engine.hpp"
 
 namespace strata {
 
@@ -32,6 +32,7 @@ class LocalEngine final : public TrainingEngine {
   void optimizer_step(const AdamWHyper& hyper, double lr, int step, float grad_scale) override;
   void save_checkpoint(const std::string& path, int completed_steps) override;
   int load_checkpoint(const Checkpoint& checkpoint) override;
+  std::string description() const override { return "single-process reference"; }
 
  private:
   Gpt gpt_;

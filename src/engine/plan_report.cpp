@@ -1,9 +1,7 @@
-// Plan report: formulas beside measurements.
-#include "zero/plan_report.hpp"
+// Plan report: the schedule's counts beside the measurements.
+#include "engine/plan_report.hpp"
 
 #include <fmt/format.h>
-
-#include "zero/plan_formulas.hpp"
 
 namespace strata {
 
@@ -23,6 +21,7 @@ nlohmann::json plan_report(ShardedEngine& engine, int grad_accum) {
   const ShardPlan& plan = engine.plan();
   const ShardedEngineOptions& opt = engine.options();
   const MeasuredMemory mem = engine.measured_memory();
+  const ScheduleCounts& counts = engine.schedule_counts();
   nlohmann::json r;
   r["plan"] = plan.name;
   r["plan_levels"] = plan.describe(t);
@@ -32,34 +31,41 @@ nlohmann::json plan_report(ShardedEngine& engine, int grad_accum) {
   r["grad_dtype"] = std::string(dtype_name(opt.grad_dtype));
   r["grad_accum"] = grad_accum;
   r["steps_measured"] = engine.steps_run();
+  r["schedule_ops"] = engine.schedule().ops.size();
 
-  for (const StateMemory& s : memory_formula(engine.layout(), plan, t, opt.weight_dtype)) {
-    std::uint64_t measured = 0;
-    if (s.state == "weights") measured = mem.weights;
-    if (s.state == "secondary") measured = mem.secondary;
-    if (s.state == "grads") measured = mem.grads;
-    if (s.state == "optimizer") measured = mem.optimizer;
+  for (const ResidentState& s : engine.schedule().resident) {
+    const std::uint64_t measured = s.state == "weights" ? mem.weights : s.state == "grads" ? mem.grads : mem.optimizer;
     r["memory"].push_back({{"state", s.state}, {"level", level_label(t, s.level)}, {"span", s.span},
-                           {"formula_bytes", s.bytes}, {"formula", s.formula}, {"measured_bytes", measured}});
+                           {"schedule_bytes", s.bytes}, {"measured_bytes", measured}});
   }
-  r["scratch_peak_bytes"] = mem.scratch_peak;
+  for (std::size_t k = 0; k < ScheduleCounts::kBuffers; ++k) {
+    r["scheduled_buffers"].push_back({{"kind", buffer_kind_name(static_cast<BufferKind>(k))},
+                                      {"schedule_peak_bytes", counts.peak_by_kind[k]},
+                                      {"measured_peak_bytes", mem.scheduled_peak_by_kind[k]}});
+  }
+  r["scheduled_peak_bytes"] = counts.peak_live_bytes;
+  r["measured_scheduled_peak_bytes"] = mem.scheduled_peak;
+  r["collective_scratch_peak_bytes"] = mem.scratch_peak;
 
-  const TrafficFormula f = traffic_formula(engine.layout(), plan, t, opt.weight_dtype, opt.grad_dtype);
   const TrafficMeter& meter = engine.communicator().meter();
   const auto steps = static_cast<std::uint64_t>(std::max(1, engine.steps_run()));
+  // The schedule holds the micro-batches of the engine's grad_accum; a run reporting another
+  // count scales the per-micro-batch part.
+  const double micro_scale = static_cast<double>(grad_accum) / static_cast<double>(opt.grad_accum);
   for (int l = 0; l < t.level_count(); ++l) {
+    const auto ll = static_cast<std::size_t>(l);
     const LevelTraffic micro = meter.at(l, TrafficPhase::kMicroBatch);
     const LevelTraffic boundary = meter.at(l, TrafficPhase::kStepBoundary);
-    const std::uint64_t formula_micro = f.micro_batch[static_cast<std::size_t>(l)] * static_cast<std::uint64_t>(grad_accum);
-    const std::uint64_t formula_boundary = f.boundary[static_cast<std::size_t>(l)];
+    const auto schedule_micro = static_cast<std::uint64_t>(
+        static_cast<double>(counts.bytes_in(TrafficPhase::kMicroBatch)[ll]) * micro_scale);
+    const std::uint64_t schedule_boundary = counts.bytes_in(TrafficPhase::kStepBoundary)[ll];
     const double bandwidth = t.level(l).bandwidth;
-    const double per_step = static_cast<double>(formula_micro + formula_boundary);
+    const double per_step = static_cast<double>(schedule_micro + schedule_boundary);
     r["traffic"].push_back({{"level", t.level(l).name},
                             {"fanout", t.level(l).fanout},
                             {"bandwidth", bandwidth},
-                            {"formula_micro_batch_bytes", f.micro_batch[static_cast<std::size_t>(l)]},
-                            {"formula_step_micro_bytes", formula_micro},
-                            {"formula_step_boundary_bytes", formula_boundary},
+                            {"schedule_step_micro_bytes", schedule_micro},
+                            {"schedule_step_boundary_bytes", schedule_boundary},
                             {"measured_step_micro_sent", micro.bytes_sent / steps},
                             {"measured_step_micro_received", micro.bytes_received / steps},
                             {"measured_step_boundary_sent", boundary.bytes_sent / steps},
@@ -68,45 +74,58 @@ nlohmann::json plan_report(ShardedEngine& engine, int grad_accum) {
                             {"measured_step_seconds", (micro.seconds + boundary.seconds) / static_cast<double>(steps)},
                             {"ideal_seconds_at_bandwidth", bandwidth > 0 ? per_step / bandwidth : 0.0}});
   }
+  r["flops_per_step"] = (counts.forward_flops + counts.backward_flops) * micro_scale;
   const LevelTraffic control = meter.control();
-  r["control"] = {{"calls", control.calls}, {"bytes", control.bytes_sent}};
+  r["control"] = {{"schedule_calls_per_step", counts.control_calls}, {"measured_calls", control.calls},
+                  {"measured_bytes", control.bytes_sent}};
   return r;
 }
 
 std::string format_plan_report(const nlohmann::json& r) {
-  std::string out = fmt::format("plan {}: {} | topology {} ({} ranks) | weights {}, gradients {} | {} step(s) measured\n",
+  const bool measured = r["steps_measured"].get<int>() > 0;
+  auto shown = [&](double bytes) { return measured ? human(bytes) : std::string("-"); };
+  std::string out = fmt::format("plan {}: {} | topology {} ({} ranks) | weights {}, gradients {} | schedule of {} ops | {} "
+                                "step(s) measured\n",
                                 r["plan"].get<std::string>(), r["plan_levels"].get<std::string>(),
                                 r["topology"].get<std::string>(), r["world_size"].get<int>(),
                                 r["weight_dtype"].get<std::string>(), r["grad_dtype"].get<std::string>(),
-                                r["steps_measured"].get<int>());
-  out += fmt::format("  {:<10} {:<10} {:>5} {:>14} {:>14}   {}\n", "state", "level", "span", "formula/rank",
-                     "measured/rank", "formula (bytes per element x padded elements / span)");
+                                r["schedule_ops"].get<std::size_t>(), r["steps_measured"].get<int>());
+  out += fmt::format("  {:<18} {:<10} {:>5} {:>14} {:>14}\n", "state (per rank)", "level", "span", "schedule", "allocated");
   for (const auto& s : r["memory"]) {
-    out += fmt::format("  {:<10} {:<10} {:>5} {:>14} {:>14}   {}\n", s["state"].get<std::string>(),
-                       s["level"].get<std::string>(), s["span"].get<int>(), human(s["formula_bytes"].get<double>()),
-                       human(s["measured_bytes"].get<double>()), s["formula"].get<std::string>());
+    out += fmt::format("  {:<18} {:<10} {:>5} {:>14} {:>14}\n", s["state"].get<std::string>(),
+                       s["level"].get<std::string>(), s["span"].get<int>(), human(s["schedule_bytes"].get<double>()),
+                       human(s["measured_bytes"].get<double>()));
   }
-  out += fmt::format("  scratch peak (gathered units, staging, unit gradients): {}\n",
-                     human(r["scratch_peak_bytes"].get<double>()));
-  out += fmt::format("  traffic per optimizer step ({} micro-batches), bytes per rank (the formula is both sent and "
-                     "received):\n",
+  for (const auto& b : r["scheduled_buffers"]) {
+    out += fmt::format("  {:<18} {:<10} {:>5} {:>14} {:>14}\n", b["kind"].get<std::string>(), "peak", "",
+                       human(b["schedule_peak_bytes"].get<double>()), shown(b["measured_peak_bytes"].get<double>()));
+  }
+  out += fmt::format("  {:<18} {:<10} {:>5} {:>14} {:>14}   (+ {} collective staging)\n", "all of them", "peak", "",
+                     human(r["scheduled_peak_bytes"].get<double>()),
+                     shown(r["measured_scheduled_peak_bytes"].get<double>()),
+                     shown(r["collective_scratch_peak_bytes"].get<double>()));
+  out += fmt::format("  traffic per optimizer step ({} micro-batches), bytes each rank sends (and receives):\n",
                      r["grad_accum"].get<int>());
   out += fmt::format("  {:<8} {:>6} {:>11} | {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} | {:>6} {:>9}\n", "level", "fanout",
-                     "bandwidth", "micro form", "sent", "received", "boundary", "sent", "received", "calls", "comm time");
+                     "bandwidth", "micro", "sent", "received", "boundary", "sent", "received", "calls", "comm time");
   for (const auto& l : r["traffic"]) {
     const double bw = l["bandwidth"].get<double>();
-    out += fmt::format("  {:<8} {:>6} {:>11} | {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} | {:>6} {:>7.1f}ms\n",
+    out += fmt::format("  {:<8} {:>6} {:>11} | {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} | {:>6} {:>9}\n",
                        l["level"].get<std::string>(), l["fanout"].get<int>(),
                        bw > 0 ? fmt::format("{:g} GB/s", bw / 1e9) : std::string("-"),
-                       human(l["formula_step_micro_bytes"].get<double>()), human(l["measured_step_micro_sent"].get<double>()),
-                       human(l["measured_step_micro_received"].get<double>()),
-                       human(l["formula_step_boundary_bytes"].get<double>()),
-                       human(l["measured_step_boundary_sent"].get<double>()),
-                       human(l["measured_step_boundary_received"].get<double>()),
-                       l["measured_step_calls"].get<std::uint64_t>(), l["measured_step_seconds"].get<double>() * 1e3);
+                       human(l["schedule_step_micro_bytes"].get<double>()), shown(l["measured_step_micro_sent"].get<double>()),
+                       shown(l["measured_step_micro_received"].get<double>()),
+                       human(l["schedule_step_boundary_bytes"].get<double>()),
+                       shown(l["measured_step_boundary_sent"].get<double>()),
+                       shown(l["measured_step_boundary_received"].get<double>()),
+                       measured ? fmt::format("{}", l["measured_step_calls"].get<std::uint64_t>()) : std::string("-"),
+                       measured ? fmt::format("{:.1f}ms", l["measured_step_seconds"].get<double>() * 1e3) : std::string("-"));
   }
-  out += fmt::format("  control (loss and norm scalars, not above): {} all-reduces, {} over the run\n",
-                     r["control"]["calls"].get<std::uint64_t>(), human(r["control"]["bytes"].get<double>()));
+  out += fmt::format("  (micro and boundary: the schedule's count; sent and received: the traffic meter)\n");
+  out += fmt::format("  control (loss and norm scalars, not above): {} all-reduces per step in the schedule; {} over the "
+                     "run, {}\n",
+                     r["control"]["schedule_calls_per_step"].get<std::uint64_t>(),
+                     r["control"]["measured_calls"].get<std::uint64_t>(), human(r["control"]["measured_bytes"].get<double>()));
   return out;
 }
 

@@ -1,12 +1,14 @@
-// The report a sharded run prints at its end (and with --report): per state, its level, span and
-// bytes per rank (formula and measured); per level, bytes sent and received per optimizer step
-// (formula and measured), split into the per-micro-batch part and the step boundary.
+// The report a sharded run prints at its end (and --report prints instead of training): per
+// resident state its level, span and bytes per rank; the peak of the buffers the schedule
+// allocates; per level the bytes one step sends, per micro-batch and at the boundary. Every
+// figure comes from the counting executor's replay of the schedule, beside what this rank
+// measured (allocated buffers, the traffic meter) when steps have run.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "zero/sharded_engine.hpp"
+#include "engine/sharded_engine.hpp"
 
 namespace strata {
 

@@ -1,5 +1,5 @@
 // Scratch pool.
-#include "zero/scratch_pool.hpp"
+#include "engine/scratch_pool.hpp"
 
 #include <algorithm>
 

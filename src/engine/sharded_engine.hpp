@@ -1,41 +1,57 @@
-// The sharding engine: each rank holds its shards of every model state as the plan says
-// (primary and secondary working weights, fp32 gradient shard, fp32 master + Adam moments), and
-// executes the step schedule (schedule/step_schedule.hpp) over a Communicator: gather a unit
-// just before its compute, release it after, reduce-scatter its gradient, and at the step
-// boundary finish the reduction, update the local slice and gather the new weights back.
+// The sharding engine: each rank holds its shards of every model state as the plan says, and
+// executes the step schedule (schedule/step_schedule.hpp) op by op, issuing exactly the
+// collective each op carries. It is one executor of the schedule; the counting executor is
+// another, and the report shows the two side by side.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "engine/scratch_pool.hpp"
+#include "engine/training_engine.hpp"
+#include "engine/unit_shards.hpp"
 #include "model/gpt.hpp"
+#include "plan/shard_plan.hpp"
+#include "schedule/counting_executor.hpp"
+#include "schedule/op_executor.hpp"
 #include "schedule/step_schedule.hpp"
-#include "train/training_engine.hpp"
-#include "zero/scratch_pool.hpp"
-#include "zero/shard_plan.hpp"
 
 namespace strata {
+
+#ifdef NDEBUG
+inline constexpr bool kValidateSchedulesByDefault = false;
+#else
+inline constexpr bool kValidateSchedulesByDefault = true;
+#endif
 
 struct ShardedEngineOptions {
   ShardPlan plan;
   DType weight_dtype = DType::kF32;  // working weights (and their collectives)
   DType grad_dtype = DType::kF32;    // communicated gradients; accumulation is always fp32
   bool prefetch = true;              // start gathering the next unit before computing this one
-  int grad_accum = 1;                // micro-batches per step, for the reported schedule
+  int grad_accum = 1;                // micro-batches per step: the schedule holds every one
+  bool validate = kValidateSchedulesByDefault;  // check the schedules when the engine is made
+  // 0: run each segment in list order. Otherwise a seeded random order that respects the
+  // dependencies (the same on every rank): a test that the dependencies are complete.
+  std::uint64_t shuffle_seed = 0;
 };
 
 struct MeasuredMemory {
   std::uint64_t weights = 0;
-  std::uint64_t secondary = 0;
   std::uint64_t grads = 0;
   std::uint64_t optimizer = 0;
-  std::uint64_t scratch_peak = 0;  // gathered units, staging and unit gradients at their peak
+  // Buffers the schedule allocates (gathered units, secondary copies, unit gradients): the peak
+  // of all together and of each kind, from the sizes of the buffers actually held.
+  std::uint64_t scheduled_peak = 0;
+  std::array<std::uint64_t, ScheduleCounts::kBuffers> scheduled_peak_by_kind{};
+  std::uint64_t scratch_peak = 0;  // collective staging (narrowed copies, received pieces)
 };
 
-class ShardedEngine final : public TrainingEngine {
+class ShardedEngine final : public TrainingEngine, public OpExecutor {
  public:
   // batch: this rank's rows of each micro-batch.
   ShardedEngine(const GptConfig& config, int batch, int seq_len, std::uint64_t seed, Communicator& comm,
@@ -52,11 +68,20 @@ class ShardedEngine final : public TrainingEngine {
   int data_parallel_size() const override { return comm_.world_size(); }
   void save_checkpoint(const std::string& path, int completed_steps) override;
   int load_checkpoint(const Checkpoint& checkpoint) override;
+  std::string description() const override;
+  std::string report(int grad_accum) override;
+
+  // One op of the schedule, exactly as written (the OpExecutor interface). Public so that tests
+  // can drive the engine through hand-made sequences.
+  void execute(const ScheduleOp& op) override;
 
   const ModelLayout& layout() const { return gpt_.layout(); }
   const ShardPlan& plan() const { return options_.plan; }
   const ShardedEngineOptions& options() const { return options_; }
   const StepSchedule& schedule() const { return schedule_; }
+  const StepSchedule& eval_schedule() const { return eval_schedule_; }
+  // What the counting executor says one step of the schedule sends, allocates and computes.
+  const ScheduleCounts& schedule_counts() const { return counts_; }
   Communicator& communicator() { return comm_; }
   MeasuredMemory measured_memory() const;
   // Optimizer steps this engine has run (not counting those a loaded checkpoint had done): what
@@ -65,9 +90,8 @@ class ShardedEngine final : public TrainingEngine {
 
   // Weights change at every optimizer step and checkpoint load; each bumps the epoch.
   std::uint64_t epoch() const { return epoch_; }
-  std::uint64_t secondary_epoch(int unit) const;
-  // This rank's secondary copy of a unit; refused with strata::Error when it is stale (made
-  // before the current epoch) or was never made.
+  // This rank's secondary copy of a unit; refused with strata::Error when it is not held (never
+  // made, or dropped after the backward gather used it) or stale (made before the current epoch).
   std::span<const unsigned char> secondary_copy(int unit) const;
 
   // The full fp32 master weights of a unit (unpadded), gathered over the optimizer levels.
@@ -75,44 +99,43 @@ class ShardedEngine final : public TrainingEngine {
   std::vector<float> gather_master(int unit);
 
  private:
-  struct UnitState;
-
-  void execute(const ScheduleOp& op);
-  void start_gather(UnitState& u, int unit, WeightSource source);
-  void finish_gather(UnitState& u);
-  void keep_secondary(UnitState& u);
-  void release(UnitState& u);
+  UnitShard& shard(int unit) { return *units_.at(static_cast<std::size_t>(unit)); }
+  void run(int segment);
+  void acquire_buffer(const BufferEffect& b);
+  void release_buffer(const BufferEffect& b);
+  void start_gather(const ScheduleOp& op);
+  void wait_gather(const ScheduleOp& op);
+  void keep_secondary(const ScheduleOp& op);
   const float* weights(int unit);
   float* grad_target(int unit);
   void compute(const ScheduleOp& op);
-  void reduce_scatter_grads(UnitState& u);
-  void reduce_replicas(UnitState& u);
-  void write_primary_from_master(UnitState& u);
-  void gather_full(const AlignedBuffer<float>& slice, std::size_t offset, UnitState& u, float* full);
-  void finish_boundary_reduction();
+  void gather_full(const AlignedBuffer<float>& slice, UnitShard& u, float* full);
 
   Communicator& comm_;
   ShardedEngineOptions options_;
   Gpt gpt_;
   StepSchedule schedule_;
-  std::vector<ScheduleOp> micro_ops_;
-  std::vector<ScheduleOp> eval_ops_;
-  std::vector<ScheduleOp> reduce_ops_;     // boundary ops up to the gradient norm
-  std::vector<ScheduleOp> update_ops_;     // boundary ops after it
-  std::vector<std::unique_ptr<UnitState>> units_;
-  ScratchPool pool_;
+  StepSchedule eval_schedule_;
+  ScheduleCounts counts_;
+  int reduce_segment_ = 0, update_segment_ = 0;
+  std::vector<std::unique_ptr<UnitShard>> units_;
+  ScratchPool scheduled_;  // the buffers the schedule's ops allocate
+  ScratchPool scratch_;    // collective staging
+  std::array<std::uint64_t, ScheduleCounts::kBuffers> live_by_kind_{}, peak_by_kind_{};
   std::uint64_t epoch_ = 1;
   int steps_run_ = 0;
+  int micro_ = 0;          // micro-batches of this step run so far
+  bool reduced_ = false;   // the boundary reduction of this step has run
   // STRATA_INJECT_FAILURE=rank:step makes that rank throw in the backward of the last block at
   // that optimizer step (0-based): a testing aid for the job-wide abort. -1: off.
   int fail_rank_ = -1, fail_step_ = -1;
-  bool reduced_ = false;
   double norm_ = 0.0;
 
   // Set for the duration of a forward_backward / evaluate / optimizer_step call.
   std::span<const std::int32_t> tokens_, targets_;
   float loss_scale_ = 1.0f;
-  float loss_ = 0.0f;
+  float loss_ = 0.0f;        // this rank's loss of the current micro-batch
+  double reduced_loss_ = 0;  // the mean over every rank, from the loss reduction
   AdamWHyper hyper_;
   float lr_ = 0.0f, clip_scale_ = 1.0f;
   int step_ = 0;

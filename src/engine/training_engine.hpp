@@ -6,8 +6,8 @@
 #include <span>
 #include <string>
 
-#include "train/adamw.hpp"
-#include "train/checkpoint.hpp"
+#include "engine/checkpoint_file.hpp"
+#include "optim/adamw.hpp"
 
 namespace strata {
 
@@ -37,6 +37,12 @@ class TrainingEngine {
   virtual void save_checkpoint(const std::string& path, int completed_steps) = 0;
   // Applies a checkpoint read by read_checkpoint; returns its completed step count.
   virtual int load_checkpoint(const Checkpoint& checkpoint) = 0;
+
+  // One line for the run's header: what engine, plan and settings this is.
+  virtual std::string description() const = 0;
+  // The report printed at the end of a run (and by --report instead of training): empty when the
+  // engine has nothing to report. grad_accum: micro-batches per step of the run.
+  virtual std::string report(int grad_accum) { return (void)grad_accum, std::string(); }
 };
 
 }  // namespace strata

@@ -1,5 +1,5 @@
 // AdamW kernels: one fused, vectorized, parallel pass over parameters, gradients and moments.
-#include "train/adamw.hpp"
+#include "optim/adamw.hpp"
 
 #include <cmath>
 

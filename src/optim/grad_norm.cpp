@@ -1,5 +1,5 @@
 // Gradient-norm helpers.
-#include "train/grad_norm.hpp"
+#include "optim/grad_norm.hpp"
 
 namespace strata {
 

@@ -1,5 +1,5 @@
 // Warmup + cosine learning-rate schedule.
-#include "train/lr_schedule.hpp"
+#include "optim/lr_schedule.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,8 +1,8 @@
-// A training step as an explicit list of operations with dependencies: gather a unit's weights
-// at some levels, compute a unit's forward or backward, reduce-scatter its gradients, update an
-// optimizer slice... The runtime executes the list on real backends (zero/sharded_engine); a
-// simulator can replay the same list against a cost model. The list is in a valid execution
-// order; `deps` name the ops each one needs.
+// A training step as the program the engine runs: an explicit list of operations (gather a unit,
+// compute its forward or backward, reduce-scatter its gradient, update an optimizer slice, ...),
+// each carrying the full collective it issues, the memory it allocates and frees, and the ops it
+// depends on. The MPI engine executes it; the counting executor (and later the simulator) replays
+// the same list. The list order is one valid execution order; `deps` say which others are valid.
 #pragma once
 
 #include <cstddef>
@@ -10,85 +10,118 @@
 #include <string>
 #include <vector>
 
+#include "comm/collective_spec.hpp"
 #include "comm/traffic_meter.hpp"
 #include "core/dtype.hpp"
 #include "model/parameter_layout.hpp"
+#include "plan/shard_plan.hpp"
 #include "topo/topology.hpp"
-#include "zero/shard_plan.hpp"
 
 namespace strata {
 
 enum class OpKind {
-  kGatherStart,        // begin gathering a unit's working weights (prefetch point)
-  kGatherWait,         // the gathered unit is needed now
-  kKeepSecondary,      // keep this rank's secondary (hpZ) shard of the gathered unit
-  kRelease,            // drop the gathered copy
-  kForward,            // compute
-  kBackward,           // compute
-  kReduceScatterGrads, // the unit's gradient over the gradient levels, accumulated into the fp32 shard
-  kReduceReplicas,     // boundary: finish the reduction at the optimizer's granularity
-  kGradNorm,           // boundary: global gradient norm (a control all-reduce)
-  kOptimizerStep,      // boundary: AdamW on this rank's slice of the unit
-  kGatherUpdated,      // boundary: all-gather the updated weights back to the primary shard
-  kBumpEpoch,          // boundary: weights changed; every secondary copy is now stale
+  kGatherStart,          // begin gathering a unit's working weights (from the primary or secondary shard)
+  kGatherWait,           // the gathered unit is complete
+  kKeepSecondary,        // keep this rank's secondary (hpZ) shard of the gathered unit for backward
+  kRelease,              // drop the gathered copy
+  kForward,              // compute
+  kBackward,             // compute
+  kLossReduce,           // control sum of the micro-batch's loss over every rank
+  kReduceScatterStart,   // begin reducing a unit's gradient over the gradient levels
+  kReduceScatterWait,    // the reduced piece is in; accumulate it into the fp32 gradient shard
+  kReduceScatterReplicas,  // boundary: reduce the shard over the levels between gradients and optimizer
+  kAllReduceReplicas,    // boundary: sum the optimizer slice over the levels above the optimizer
+  kGradNorm,             // boundary: global gradient norm (a control sum over the optimizer levels)
+  kOptimizerStep,        // boundary: AdamW on this rank's slice of the unit
+  kGatherUpdated,        // boundary: updated weights back to the primary shard (a gather when needed)
+  kBumpEpoch,            // boundary: weights changed; every secondary copy made before is stale
 };
 
 enum class ComputeStage { kNone, kEmbedding, kBlock, kHead };
 enum class WeightSource { kPrimary, kSecondary };
-enum class CollectiveKind { kNone, kAllGather, kReduceScatter, kAllReduce };
 
-// A collective of `elements` elements of `dtype` over the levels [first_level, last_level]
-// (empty when last < first). An all-reduce is a reduce-scatter then an all-gather.
-struct CollectiveSpec {
-  CollectiveKind kind = CollectiveKind::kNone;
-  int first_level = 0;
-  int last_level = -1;
-  std::size_t elements = 0;
-  DType dtype = DType::kF32;
-  bool empty() const { return kind == CollectiveKind::kNone || last_level < first_level; }
+// Memory the schedule accounts for: gathered units (fp32 compute copy, plus the bf16 staging copy
+// when the working weights are bf16), secondary copies, and full-unit gradient buffers awaiting
+// their reduce-scatter. Resident state (shards of weights, gradients, optimizer) is apart.
+enum class BufferKind { kGathered = 0, kSecondary = 1, kUnitGrad = 2, kCount = 3 };
+
+struct BufferEffect {
+  BufferKind kind = BufferKind::kGathered;
+  int unit = -1;
+  std::uint64_t bytes = 0;
+  bool operator==(const BufferEffect&) const = default;
 };
 
 struct ScheduleOp {
   OpKind kind = OpKind::kForward;
+  int step = 0;    // which step of the list (lists of several steps exist for validation)
   int micro = -1;  // micro-batch index; -1 at the step boundary
-  int unit = -1;   // parameter unit (kForward/kBackward: see `stage`)
+  int unit = -1;   // the unit the op is about; compute ops: the stage's first unit
+  int segment = 0; // index into StepSchedule::segments
   ComputeStage stage = ComputeStage::kNone;
   int layer = -1;
-  WeightSource source = WeightSource::kPrimary;
-  CollectiveSpec comm;  // the collective this op issues, if any (kGatherStart, kReduceScatterGrads,
-                        // kGatherUpdated; kReduceReplicas issues `comm` then `comm2`)
-  CollectiveSpec comm2;
-  double flops = 0.0;  // compute ops
+  WeightSource source = WeightSource::kPrimary;  // gathers
+  std::vector<int> weight_units;  // compute: the units whose gathered weights it reads
+  std::vector<int> grad_units;    // backward: the units whose gradient it writes
+  CollectiveSpec comm;            // the collective this op issues (empty: none)
+  double flops = 0.0;             // compute ops: model FLOPs on this rank's micro-batch
   TrafficPhase phase = TrafficPhase::kMicroBatch;
-  std::vector<int> deps;
+  std::vector<BufferEffect> alloc;  // buffers live from the start of this op
+  std::vector<BufferEffect> free;   // buffers dead after this op
+  std::vector<int> deps;            // ops (indices into the list) that must finish first
 };
+
+// A run of consecutive ops the engine executes in one call of its interface: one micro-batch's
+// forward and backward, the boundary reduction (up to the gradient norm), or the update.
+enum class SegmentKind { kMicroBatch, kBoundaryReduce, kBoundaryUpdate, kEvaluate };
+struct ScheduleSegment {
+  SegmentKind kind = SegmentKind::kMicroBatch;
+  int step = 0;
+  int micro = -1;
+  int begin = 0, end = 0;  // op indices [begin, end)
+  std::string name;        // "step 0 micro 1", "step 0 boundary reduction", ...
+};
+
+// A state each rank holds for the whole run: its level, span and bytes per rank, summed over the
+// units' actual shard lengths.
+struct ResidentState {
+  std::string state;  // "weights", "grads", "optimizer"
+  int level = kReplicated;
+  int span = 1;
+  std::uint64_t bytes = 0;
+};
+
+enum class ScheduleMode { kTrain, kEvaluate };
 
 struct ScheduleInputs {
   const ModelLayout* layout = nullptr;
-  std::vector<std::size_t> padded_numel;  // per unit, padded to the plan's largest span
-  ShardPlan plan;
   const Topology* topology = nullptr;
+  ShardPlan plan;
+  ScheduleMode mode = ScheduleMode::kTrain;
   int grad_accum = 1;
+  int steps = 1;                     // consecutive steps in one list (the engine runs lists of one)
   std::size_t tokens_per_micro = 0;  // tokens of this rank's micro-batch (for FLOPs)
   int seq_len = 1;
   DType weight_dtype = DType::kF32;
   DType grad_dtype = DType::kF32;
   bool prefetch = true;
-  bool forward_only = false;  // evaluation: gathers and forward compute only
 };
 
 struct StepSchedule {
   std::vector<ScheduleOp> ops;
-  // Per level, bytes each rank sends in the collectives of the listed ops, by phase.
-  std::vector<std::uint64_t> bytes_by_level(const Topology& topology, TrafficPhase phase) const;
+  std::vector<ScheduleSegment> segments;
+  std::vector<ResidentState> resident;
+  std::vector<std::size_t> padded_numel;  // per unit
+  std::vector<std::string> unit_names;
+  int unit_count = 0;
+  bool grads_partitioned = false;  // backward writes unit gradient buffers (else the shard in place)
 };
 
 StepSchedule build_step_schedule(const ScheduleInputs& in);
 
-// Per level, the bytes one rank sends (= receives) in a collective: at level l in [first, last]
-// the piece that crosses is the block still being reduced or gathered there divided by fanout.
-std::vector<std::uint64_t> collective_bytes_by_level(const Topology& topology, const CollectiveSpec& c);
-
 std::string op_kind_name(OpKind kind);
+std::string buffer_kind_name(BufferKind kind);
+// "op 17 (gather_wait of block.3, step 0 micro 1)"
+std::string describe_op(const StepSchedule& schedule, int index);
 
 }  // namespace strata

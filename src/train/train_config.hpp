@@ -47,7 +47,7 @@ struct TrainConfig {
   std::string plan = "auto";      // preset or explicit list; auto: local reference for one process, else hier3
   std::string dtype = "fp32";     // working weights and communicated gradients: fp32 or bf16
   int prefetch = 1;               // 1: start gathering the next unit while this one computes
-  bool report = false;            // measure one step, print the plan report, stop
+  bool report = false;            // print the plan report from the schedule and stop, no step run
 
   // Run.
   std::int64_t seed = 1337;

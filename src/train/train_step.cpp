@@ -1,7 +1,7 @@
 // The optimizer step shared by the trainer and the reference tests.
 #include "train/train_step.hpp"
 
-#include "train/grad_norm.hpp"
+#include "optim/grad_norm.hpp"
 
 namespace strata {
 

@@ -6,8 +6,8 @@
 #include <functional>
 #include <span>
 
-#include "train/lr_schedule.hpp"
-#include "train/training_engine.hpp"
+#include "optim/lr_schedule.hpp"
+#include "engine/training_engine.hpp"
 
 namespace strata {
 

@@ -7,25 +7,17 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
-#include <cstdlib>
-#include <thread>
 #include <nlohmann/json.hpp>
 
+#include "comm/mpi/mpi_runtime.hpp"
 #include "core/blas.hpp"
 #include "core/error.hpp"
 #include "core/median.hpp"
 #include "core/stopwatch.hpp"
-#include "core/threads.hpp"
-#include "comm/mpi/mpi_communicator.hpp"
-#include "comm/mpi/mpi_runtime.hpp"
-#include "comm/mpi/node_check.hpp"
-#include "train/local_engine.hpp"
-#include "zero/plan_report.hpp"
-#include "zero/sharded_engine.hpp"
 #include "train/builtin_corpus.hpp"
 #include "train/byte_tokenizer.hpp"
-#include "train/train_step.hpp"
 #include "train/metrics_log.hpp"
+#include "train/train_step.hpp"
 
 namespace strata {
 
@@ -65,18 +57,6 @@ std::string format_duration(double seconds) {
   return fmt::format("{}s", s);
 }
 
-// --threads 0: OMP_NUM_THREADS when set; otherwise the host's cores shared among the ranks on
-// it, so eight ranks on one machine do not each start a thread per core.
-// Collective under MPI on every rank, whatever its environment says, so ranks with and without
-// OMP_NUM_THREADS make the same calls.
-int default_thread_count() {
-  if (!MpiRuntime::initialized()) return 0;
-  const int ranks_here = MpiRuntime::ranks_on_this_host();
-  if (std::getenv("OMP_NUM_THREADS") != nullptr) return 0;
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, cores / std::max(1, ranks_here));
-}
-
 }  // namespace
 
 Trainer::Trainer(const TrainConfig& config) : config_(config) {
@@ -86,13 +66,6 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   if (MpiRuntime::initialized()) {
     rank_ = MpiRuntime::world_rank();
     world_ = MpiRuntime::world_size();
-  }
-  STRATA_REQUIRE(!config_.sharded(world_) || MpiRuntime::initialized(),
-                 "the sharding engine needs MPI; run it through the strata command (mpirun -np N strata train ...)");
-  if (config_.sharded(world_)) {
-    // Parsed here, before any collective call, so every rank refuses a bad setting alike.
-    topology_ = std::make_unique<Topology>(Topology::parse(config_.topology, world_));
-    plan_ = ShardPlan::parse(config_.plan == "auto" ? "hier3" : config_.plan, *topology_);
   }
   TokenData all = load_data(config_, config_.data, model_.vocab_size);
   if (!config_.val_data.empty()) {
@@ -121,50 +94,33 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
 
 Trainer::~Trainer() = default;
 
-void Trainer::connect() {
-  const auto seed = static_cast<std::uint64_t>(config_.seed);
-  set_thread_count(config_.threads > 0 ? config_.threads : default_thread_count());
-  if (topology_) {
-    ShardedEngineOptions options;
-    options.plan = plan_;
-    options.weight_dtype = options.grad_dtype = config_.dtype == "bf16" ? DType::kBF16 : DType::kF32;
-    options.prefetch = config_.prefetch != 0;
-    options.grad_accum = config_.grad_accum;
-    comm_ = std::make_unique<MpiCommunicator>(*topology_);
-    auto engine = std::make_unique<ShardedEngine>(model_, config_.batch_size, seq_len_, seed, *comm_, options);
-    sharded_ = engine.get();
-    engine_ = std::move(engine);
-  } else {
-    engine_ = std::make_unique<LocalEngine>(model_, config_.batch_size, seq_len_, seed);
-  }
-  if (resume_) {
-    start_step_ = engine_->load_checkpoint(*resume_);
-    resume_.reset();
-  }
-}
-
 bool Trainer::agree(bool flag) { return world_ > 1 ? MpiRuntime::any_rank(flag) : flag; }
 
-double Trainer::validation_loss() {
+double Trainer::validation_loss(TrainingEngine& engine) {
   const std::size_t n = static_cast<std::size_t>(config_.batch_size) * seq_len_;
   std::vector<std::int32_t> inputs(n), targets(n);
   const int batches = static_cast<int>(std::min<std::uint64_t>(config_.val_batches, val_loader_->batches_per_epoch()));
   double total = 0.0;
   for (int b = 0; b < batches; ++b) {
     val_loader_->fill(static_cast<std::uint64_t>(b), rank_ * config_.batch_size, config_.batch_size, inputs, targets);
-    total += engine_->evaluate(inputs, targets);
+    total += engine.evaluate(inputs, targets);
   }
   return total / batches;
 }
 
-void Trainer::save(int completed_steps, std::ostream& out) {
+void Trainer::save(TrainingEngine& engine, int completed_steps, std::ostream& out) {
   if (config_.save.empty()) return;
-  engine_->save_checkpoint(config_.save, completed_steps);
+  engine.save_checkpoint(config_.save, completed_steps);
   fmt::print(out, "checkpoint: {} (after step {})\n", config_.save, completed_steps);
 }
 
-TrainSummary Trainer::run(std::ostream& console) {
-  STRATA_REQUIRE(engine_ != nullptr, "Trainer::run needs connect() first");
+TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const std::vector<std::string>& notes) {
+  STRATA_REQUIRE(engine.data_parallel_size() == world_, "the engine has {} replicas but the job {} ranks",
+                 engine.data_parallel_size(), world_);
+  if (resume_) {
+    start_step_ = engine.load_checkpoint(*resume_);
+    resume_.reset();
+  }
   std::ostream null_stream(nullptr);
   std::ostream& out = rank_ == 0 ? console : null_stream;
   const std::size_t tokens_per_micro = static_cast<std::size_t>(config_.batch_size) * seq_len_;
@@ -182,14 +138,12 @@ TrainSummary Trainer::run(std::ostream& console) {
   fmt::print(out, "step: {} micro-batch(es) of {} ranks x {} x {} = {} tokens; FLOPs/token = 6N + 12LCT = {:.4g} (N = {})\n",
              config_.grad_accum, world_, config_.batch_size, seq_len_, tokens_per_step, model_.flops_per_token(seq_len_),
              model_.matmul_parameter_count());
-  if (sharded_ != nullptr) {
-    const Topology& t = sharded_->communicator().topology();
-    fmt::print(out, "engine: sharded | topology {} | plan {}: {} | {} | prefetch {}\n", t.to_string(),
-               sharded_->plan().name, sharded_->plan().describe(t), config_.dtype, config_.prefetch ? "on" : "off");
-    const std::string nodes = describe_declared_nodes(t);
-    if (!nodes.empty()) fmt::print(out, "{}\n", nodes);
-  } else {
-    fmt::print(out, "engine: single-process reference\n");
+  fmt::print(out, "engine: {}\n", engine.description());
+  for (const std::string& note : notes) fmt::print(out, "{}\n", note);
+  if (config_.report) {
+    // The schedule alone answers: no step runs.
+    fmt::print(out, "\n{}", engine.report(config_.grad_accum));
+    return TrainSummary{};
   }
   if (start_step_ > 0) fmt::print(out, "resumed: {} after step {}\n", config_.resume, start_step_);
 
@@ -217,7 +171,7 @@ TrainSummary Trainer::run(std::ostream& console) {
   for (int step = start_step_; step < config_.steps; ++step) {
     Stopwatch watch;
     const StepOutcome outcome = train_step(
-        *engine_, recipe, step,
+        engine, recipe, step,
         [&](int micro, std::span<std::int32_t> in, std::span<std::int32_t> tgt) {
           train_loader_->fill(static_cast<std::uint64_t>(step) * config_.grad_accum + micro, rank_ * config_.batch_size,
                               config_.batch_size, in, tgt);
@@ -248,32 +202,29 @@ TrainSummary Trainer::run(std::ostream& console) {
                  record.tokens_per_second, record.tflops, format_duration(eta));
       out.flush();
     }
-    const bool stop_here = (config_.stop_after > 0 && record.step - start_step_ >= config_.stop_after) || config_.report;
+    const bool stop_here = config_.stop_after > 0 && record.step - start_step_ >= config_.stop_after;
     // A signal may reach some ranks only; they agree before acting on it.
     const bool signalled = agree(g_stop_requested);
     const bool last = record.step == config_.steps || signalled || stop_here;
-    if (val_loader_ && config_.val_every > 0 && !config_.report && (record.step % config_.val_every == 0 || last)) {
-      const double val = validation_loss();
+    if (val_loader_ && config_.val_every > 0 && (record.step % config_.val_every == 0 || last)) {
+      const double val = validation_loss(engine);
       summary.vals.push_back({record.step, val});
       metrics.write({{"type", "val"}, {"step", record.step}, {"val_loss", val}});
       fmt::print(out, "val  {:>5}/{} | val loss {:.4f}\n", record.step, config_.steps, val);
     }
-    if (config_.save_every > 0 && record.step % config_.save_every == 0 && !last) save(record.step, out);
+    if (config_.save_every > 0 && record.step % config_.save_every == 0 && !last) save(engine, record.step, out);
     if (signalled || (stop_here && record.step < config_.steps)) {
-      fmt::print(out, "stopping after step {} ({})\n", record.step,
-                 signalled ? "signal received" : (config_.report ? "--report" : "--stop-after"));
+      fmt::print(out, "stopping after step {} ({})\n", record.step, signalled ? "signal received" : "--stop-after");
       summary.interrupted = true;
-      if (!config_.report) save(record.step, out);
+      save(engine, record.step, out);
       break;
     }
   }
-  if (!summary.interrupted && !summary.steps.empty()) save(config_.steps, out);
+  if (!summary.interrupted && !summary.steps.empty()) save(engine, config_.steps, out);
   std::signal(SIGINT, previous_int);
   std::signal(SIGTERM, previous_term);
 
-  if (sharded_ != nullptr) {
-    fmt::print(out, "\n{}", format_plan_report(plan_report(*sharded_, config_.grad_accum)));
-  }
+  if (const std::string report = engine.report(config_.grad_accum); !report.empty()) fmt::print(out, "\n{}", report);
   if (!step_ms.empty()) {
     const double med = median(step_ms);
     fmt::print(out, "done: {} steps | median {:.1f} ms/step | {:.0f} tok/s | {:.3f} TFLOP/s\n", step_ms.size(), med,

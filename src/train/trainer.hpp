@@ -1,23 +1,22 @@
-// The training loop: data, schedule, gradient accumulation, clipping, AdamW, validation,
-// step lines on the console, JSON-lines metrics, checkpoints, and the plan report of a sharded
-// run. Under MPI every rank runs it; rank 0 alone prints and writes metrics.
+// The training loop: data, learning-rate schedule, gradient accumulation, clipping, AdamW,
+// validation, step lines on the console, JSON-lines metrics, checkpoints, and the engine's report.
+// It is handed the engine (train/engine_setup.hpp builds it). Under MPI every rank runs it; rank 0
+// alone prints and writes metrics.
 #pragma once
 
 #include <memory>
 #include <ostream>
 #include <vector>
 
-#include "comm/communicator.hpp"
+#include <string>
+
+#include "engine/checkpoint_file.hpp"
+#include "engine/training_engine.hpp"
 #include "train/batch_loader.hpp"
-#include "train/checkpoint.hpp"
 #include "train/token_file.hpp"
 #include "train/train_config.hpp"
-#include "train/training_engine.hpp"
-#include "zero/shard_plan.hpp"
 
 namespace strata {
-
-class ShardedEngine;
 
 struct StepRecord {
   int step = 0;  // 1-based
@@ -42,21 +41,19 @@ struct TrainSummary {
 
 class Trainer {
  public:
-  // Local work only (settings, topology and plan checks, data loading), so that a failure here
-  // can be agreed on by all ranks before any collective call.
+  // Local work only (settings, data loading, reading --resume), so that a failure here can be
+  // agreed on by all ranks before any collective call.
   explicit Trainer(const TrainConfig& config);
   ~Trainer();
-  // Collective under MPI: communicators, the engine, and --resume.
-  void connect();
-  TrainSummary run(std::ostream& out);
+  // Collective under MPI: applies --resume to the engine, then trains (or, with --report, prints
+  // the engine's report and stops). `notes` are printed after the engine line.
+  TrainSummary run(TrainingEngine& engine, std::ostream& out, const std::vector<std::string>& notes = {});
 
-  TrainingEngine& engine() { return *engine_; }
-  ShardedEngine* sharded_engine() { return sharded_; }
   int rank() const { return rank_; }
 
  private:
-  double validation_loss();
-  void save(int completed_steps, std::ostream& out);
+  double validation_loss(TrainingEngine& engine);
+  void save(TrainingEngine& engine, int completed_steps, std::ostream& out);
   bool agree(bool flag);
 
   TrainConfig config_;
@@ -68,12 +65,7 @@ class Trainer {
   TokenData val_data_;
   std::unique_ptr<BatchLoader> train_loader_;
   std::unique_ptr<BatchLoader> val_loader_;
-  std::unique_ptr<Topology> topology_;  // set when the run is sharded
-  ShardPlan plan_;
-  std::unique_ptr<Communicator> comm_;
-  std::unique_ptr<TrainingEngine> engine_;
-  ShardedEngine* sharded_ = nullptr;
-  std::unique_ptr<Checkpoint> resume_;  // read during set-up, applied by connect()
+  std::unique_ptr<Checkpoint> resume_;  // read during set-up, applied by run()
   int start_step_ = 0;
 };
 

@@ -1,5 +1,5 @@
 // The closed forms.
-#include "zero/plan_formulas.hpp"
+#include "support/plan_formulas.hpp"
 
 #include <fmt/format.h>
 
@@ -16,15 +16,6 @@ std::uint64_t level_bytes(const Topology& t, int first, int last, int l, std::ui
 }
 
 }  // namespace
-
-std::vector<std::size_t> padded_unit_sizes(const ModelLayout& layout, const Topology& t) {
-  // The world size, not just the largest state span: replicated gradients are still reduced
-  // across all ranks (an all-reduce is a reduce-scatter then an all-gather), which needs it.
-  const auto multiple = static_cast<std::size_t>(t.span(t.level_count() - 1));
-  std::vector<std::size_t> sizes;
-  for (const auto& u : layout.units()) sizes.push_back((u.numel + multiple - 1) / multiple * multiple);
-  return sizes;
-}
 
 std::vector<StateMemory> memory_formula(const ModelLayout& layout, const ShardPlan& plan, const Topology& t,
                                         DType weight_dtype) {

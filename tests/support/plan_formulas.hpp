@@ -1,5 +1,6 @@
-// Closed-form memory and traffic of a shard plan, derived from the plan alone (not from the
-// schedule or the engine), so the engine's measured figures can be checked against them.
+// Test oracle: closed-form memory and traffic of a shard plan, derived from the plan alone (not
+// from the schedule or the engine), so the schedule's and the engine's figures are checked against
+// an independent derivation. Nothing in src/ uses it.
 #pragma once
 
 #include <cstdint>
@@ -9,13 +10,10 @@
 #include "core/dtype.hpp"
 #include "model/parameter_layout.hpp"
 #include "topo/topology.hpp"
-#include "zero/shard_plan.hpp"
+#include "plan/shard_plan.hpp"
+#include "plan/unit_padding.hpp"
 
 namespace strata {
-
-// Each unit's flat buffer is padded to a multiple of the world size, so every shard and every
-// step of every collective is a whole number of elements.
-std::vector<std::size_t> padded_unit_sizes(const ModelLayout& layout, const Topology& t);
 
 struct StateMemory {
   std::string state;   // "weights", "secondary", "grads", "optimizer"

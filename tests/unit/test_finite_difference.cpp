@@ -14,7 +14,7 @@
 
 #include "core/rng.hpp"
 #include "support/naive_gpt_double.hpp"
-#include "train/local_engine.hpp"
+#include "engine/local_engine.hpp"
 
 namespace strata {
 namespace {

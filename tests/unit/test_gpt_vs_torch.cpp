@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "support/reference_case.hpp"
-#include "train/local_engine.hpp"
+#include "engine/local_engine.hpp"
 
 namespace strata {
 namespace {

@@ -11,9 +11,9 @@
 #include "core/tensor_archive.hpp"
 #include "core/vector_math.hpp"
 #include "model/gpt_config.hpp"
-#include "train/adamw.hpp"
-#include "train/grad_norm.hpp"
-#include "train/lr_schedule.hpp"
+#include "optim/adamw.hpp"
+#include "optim/grad_norm.hpp"
+#include "optim/lr_schedule.hpp"
 
 namespace strata {
 namespace {

@@ -7,10 +7,9 @@
 
 #include "core/error.hpp"
 #include "support/error_text.hpp"
-#include "schedule/step_schedule.hpp"
 #include "topo/topology.hpp"
-#include "zero/plan_formulas.hpp"
-#include "zero/shard_plan.hpp"
+#include "support/plan_formulas.hpp"
+#include "plan/shard_plan.hpp"
 
 namespace strata {
 namespace {
@@ -145,35 +144,6 @@ TEST(PlanFormulas, DdpIsOneAllReducePerStepAndEqualsZero1) {
   // in play at each level: psi/2 at gcd, psi/4 at gpu, psi/8 at node, twice, in fp32.
   EXPECT_EQ(ddp.boundary, (std::vector<std::uint64_t>{2 * psi / 2 * 4, 2 * psi / 4 * 4, 2 * psi / 8 * 4}));
   EXPECT_EQ(zero1.boundary, ddp.boundary);
-}
-
-TEST(PlanFormulas, ScheduleBytesEqualTheClosedFormForEveryPreset) {
-  Fixture fx;
-  const std::pair<const char*, int> topologies[] = {
-      {"gcd:2,gpu:2,node:2", 8}, {"gcd:2,gpu:3,node:1", 6}, {"frontier", 16}, {"gpu:4,node:*", 12}, {"flat", 5}};
-  for (const auto& [spec, world] : topologies) {
-    const Topology t = Topology::parse(spec, world);
-    std::vector<std::string> plans = ShardPlan::preset_names();
-    plans.push_back("weights=" + t.level(0).name + ",grads=world,optim=world");
-    for (const auto& name : plans) {
-      const ShardPlan plan = ShardPlan::parse(name, t);
-      for (DType dt : {DType::kF32, DType::kBF16}) {
-        ScheduleInputs in;
-        in.layout = &fx.layout;
-        in.padded_numel = padded_unit_sizes(fx.layout, t);
-        in.plan = plan;
-        in.topology = &t;
-        in.grad_accum = 3;
-        in.weight_dtype = in.grad_dtype = dt;
-        const StepSchedule s = build_step_schedule(in);
-        const TrafficFormula f = traffic_formula(fx.layout, plan, t, dt, dt);
-        auto micro = f.micro_batch;
-        for (auto& x : micro) x *= 3;
-        EXPECT_EQ(s.bytes_by_level(t, TrafficPhase::kMicroBatch), micro) << spec << " " << name;
-        EXPECT_EQ(s.bytes_by_level(t, TrafficPhase::kStepBoundary), f.boundary) << spec << " " << name;
-      }
-    }
-  }
 }
 
 TEST(PlanFormulas, Hier3KeepsTheOutermostLevelQuietDuringMicroBatches) {

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/tensor_archive.hpp"
+#include "train/engine_setup.hpp"
 #include "train/trainer.hpp"
 
 namespace strata {
@@ -23,8 +24,9 @@ std::string temp_path(const std::string& name) {
 
 TrainSummary run_to_end(const TrainConfig& config, std::ostream& out) {
   Trainer trainer(config);
-  trainer.connect();
-  return trainer.run(out);
+  EngineSetup setup = plan_engine(config, 1);
+  connect_engine(setup, config);
+  return trainer.run(*setup.engine, out);
 }
 
 TrainConfig tiny_run() {
@@ -47,10 +49,8 @@ TrainConfig tiny_run() {
 TEST(Training, TinyModelLearnsTheBuiltinCorpus) {
   TrainConfig config = tiny_run();
   config.metrics = temp_path("metrics.jsonl");
-  Trainer trainer(config);
-  trainer.connect();
   std::ostringstream log;
-  const TrainSummary summary = trainer.run(log);
+  const TrainSummary summary = run_to_end(config, log);
   ASSERT_EQ(summary.steps.size(), 150u);
   EXPECT_GT(summary.steps.front().loss, 5.0);
   ASSERT_FALSE(summary.vals.empty());
@@ -107,7 +107,6 @@ TEST(Training, ResumeRefusesACheckpointOfAnotherModel) {
   other.resume = save.save;
   try {
     Trainer trainer(other);
-    trainer.connect();
     FAIL() << "expected a refusal";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("model.n_embd = 64 but this run's model has 32"), std::string::npos)

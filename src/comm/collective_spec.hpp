@@ -1,0 +1,51 @@
+// One collective as data: what it does, over which levels, how many elements of which type. The
+// schedule's ops carry it, the engine issues exactly it, and the counting executor and the
+// simulator price it; the level-by-level byte count lives here so all of them agree.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "topo/topology.hpp"
+
+namespace strata {
+
+enum class CollectiveKind {
+  kNone,
+  kAllGather,      // every rank ends with the whole buffer of `elements`
+  kReduceScatter,  // `elements` in, each rank ends with its summed elements / span piece
+  kAllReduce,      // a reduce-scatter then an all-gather over the same levels
+  kControlSum,     // `elements` scalars (fp64) summed over the levels: loss, gradient norm
+};
+
+// A collective over the levels [first_level, last_level] (none when last < first).
+struct CollectiveSpec {
+  CollectiveKind kind = CollectiveKind::kNone;
+  int first_level = 0;
+  int last_level = -1;
+  std::size_t elements = 0;
+  DType dtype = DType::kF32;
+
+  bool empty() const { return kind == CollectiveKind::kNone || last_level < first_level; }
+  bool is_control() const { return kind == CollectiveKind::kControlSum; }
+  bool operator==(const CollectiveSpec&) const = default;
+};
+
+// Per level, the bytes one rank sends (= receives) when the collective runs as single-level
+// steps (reduce-scatter innermost first, all-gather outermost first): at level l the piece that
+// crosses is the block still being reduced or gathered there divided by the fan-out. Control sums
+// are counted apart (all zeros here).
+std::vector<std::uint64_t> collective_bytes_by_level(const Topology& topology, const CollectiveSpec& c);
+
+// Single-level calls the collective makes at each level (levels of fan-out 1 make none).
+std::vector<std::uint64_t> collective_calls_by_level(const Topology& topology, const CollectiveSpec& c);
+
+// "all-gather gcd..node 1.2M bf16"
+std::string describe_collective(const Topology& topology, const CollectiveSpec& c);
+
+std::string collective_kind_name(CollectiveKind kind);
+
+}  // namespace strata

@@ -1,0 +1,150 @@
+// Unit collectives over the level-decomposed primitives of comm/hierarchical.
+#include "engine/unit_collectives.hpp"
+
+#include <cstring>
+
+#include "comm/hierarchical.hpp"
+#include "core/bf16.hpp"
+#include "core/error.hpp"
+
+namespace strata {
+
+namespace {
+
+unsigned char* byte_at(void* base, std::size_t elements, DType type) {
+  return static_cast<unsigned char*>(base) + elements * dtype_size(type);
+}
+
+void add_into(float* out, const float* in, std::size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (std::size_t i = 0; i < n; ++i) out[i] += in[i];
+}
+
+std::size_t piece_of(const Communicator& comm, const CollectiveSpec& spec) {
+  return spec.elements / static_cast<std::size_t>(comm.topology().span(spec.first_level, spec.last_level));
+}
+
+class UnitReduction final : public PendingReduction {
+ public:
+  // fp32 gradients are reduced in place (the buffer is the collective's scratch until finish);
+  // other wire types go through a narrowed copy.
+  UnitReduction(Communicator& comm, const CollectiveSpec& spec, float* gradient, ScratchPool& scratch)
+      : scratch_(scratch), type_(spec.dtype), piece_(piece_of(comm, spec)) {
+    void* wire = gradient;
+    if (type_ != DType::kF32) {
+      wire_ = scratch_.acquire(spec.elements * dtype_size(type_), false);
+      narrow_to(wire_->data(), gradient, spec.elements, type_);
+      wire = wire_->data();
+    }
+    out_ = scratch_.acquire(piece_ * dtype_size(type_), false);
+    request_ = start_hierarchical_reduce_scatter(comm, wire, spec.elements, type_, spec.first_level,
+                                                 spec.last_level, out_->data());
+  }
+  ~UnitReduction() override {
+    request_.reset();  // a request still in flight completes (or, while unwinding, is abandoned) first
+    scratch_.release(std::move(wire_));
+    scratch_.release(std::move(out_));
+  }
+  void finish(float* into, std::size_t piece_elements) override {
+    STRATA_CHECK(piece_elements == piece_, "a reduce-scatter piece of {} elements accumulated as {}", piece_,
+                 piece_elements);
+    request_->wait();
+    if (type_ == DType::kF32) {
+      add_into(into, reinterpret_cast<const float*>(out_->data()), piece_);
+    } else {
+      ScratchPool::Buffer wide = scratch_.acquire(piece_ * sizeof(float), false);
+      widen_from(reinterpret_cast<float*>(wide->data()), out_->data(), piece_, type_);
+      add_into(into, reinterpret_cast<const float*>(wide->data()), piece_);
+      scratch_.release(std::move(wide));
+    }
+  }
+
+ private:
+  ScratchPool& scratch_;
+  DType type_;
+  std::size_t piece_;
+  ScratchPool::Buffer wire_, out_;
+  std::unique_ptr<CommRequest> request_;
+};
+
+}  // namespace
+
+void narrow_to(void* out, const float* in, std::size_t n, DType type) {
+  if (type == DType::kBF16) {
+    fp32_to_bf16(static_cast<bf16*>(out), in, n);
+  } else {
+    STRATA_CHECK(type == DType::kF32, "narrowing to {}", dtype_name(type));
+    std::memcpy(out, in, n * sizeof(float));
+  }
+}
+
+void widen_from(float* out, const void* in, std::size_t n, DType type) {
+  if (type == DType::kBF16) {
+    bf16_to_fp32(out, static_cast<const bf16*>(in), n);
+  } else {
+    STRATA_CHECK(type == DType::kF32, "widening from {}", dtype_name(type));
+    std::memcpy(out, in, n * sizeof(float));
+  }
+}
+
+std::unique_ptr<CommRequest> start_unit_gather(Communicator& comm, const CollectiveSpec& spec, const void* shard,
+                                               std::size_t shard_elements, void* gathered) {
+  STRATA_CHECK(spec.kind == CollectiveKind::kAllGather && !spec.empty(), "a unit gather needs an all-gather spec");
+  STRATA_CHECK(piece_of(comm, spec) == shard_elements, "a gather of {} elements over {} ranks from a shard of {}",
+               spec.elements, comm.topology().span(spec.first_level, spec.last_level), shard_elements);
+  const std::size_t at = shard_offset(comm.topology(), comm.rank(), spec.elements, spec.first_level, spec.last_level);
+  std::memcpy(byte_at(gathered, at, spec.dtype), shard, shard_elements * dtype_size(spec.dtype));
+  return start_hierarchical_all_gather(comm, gathered, spec.elements, spec.dtype, spec.first_level, spec.last_level);
+}
+
+std::unique_ptr<PendingReduction> start_unit_reduce_scatter(Communicator& comm, const CollectiveSpec& spec,
+                                                            float* gradient, ScratchPool& scratch) {
+  STRATA_CHECK(spec.kind == CollectiveKind::kReduceScatter && !spec.empty(), "a unit reduction needs a reduce-scatter spec");
+  return std::make_unique<UnitReduction>(comm, spec, gradient, scratch);
+}
+
+void reduce_scatter_replicas(Communicator& comm, const CollectiveSpec& spec, const float* shard, float* slice,
+                             ScratchPool& scratch) {
+  STRATA_CHECK(spec.kind == CollectiveKind::kReduceScatter && !spec.empty(), "replica reduction needs a reduce-scatter spec");
+  // A copy: the rest of the shard must survive the collective's use of its input as scratch.
+  ScratchPool::Buffer copy = scratch.acquire(spec.elements * sizeof(float), false);
+  std::memcpy(copy->data(), shard, spec.elements * sizeof(float));
+  UnitReduction reduction(comm, spec, reinterpret_cast<float*>(copy->data()), scratch);
+  const std::size_t piece = piece_of(comm, spec);
+  // The piece replaces the slice's old contents (it is their sum with every replica's).
+  std::memset(slice, 0, piece * sizeof(float));
+  reduction.finish(slice, piece);
+  scratch.release(std::move(copy));
+}
+
+void all_reduce_replicas(Communicator& comm, const CollectiveSpec& spec, float* slice, ScratchPool& scratch) {
+  STRATA_CHECK(spec.kind == CollectiveKind::kAllReduce && !spec.empty(), "replica all-reduce needs an all-reduce spec");
+  const DType type = spec.dtype;
+  ScratchPool::Buffer wire = scratch.acquire(spec.elements * dtype_size(type), false);
+  narrow_to(wire->data(), slice, spec.elements, type);
+  hierarchical_all_reduce(comm, wire->data(), spec.elements, type, spec.first_level, spec.last_level);
+  widen_from(slice, wire->data(), spec.elements, type);
+  scratch.release(std::move(wire));
+}
+
+void gather_updated(Communicator& comm, const CollectiveSpec& spec, const float* master, std::size_t master_elements,
+                    std::size_t master_offset, void* primary, std::size_t primary_offset) {
+  if (spec.empty()) {
+    // The optimizer slice holds the whole primary shard: take its part, no collective.
+    STRATA_CHECK(primary_offset >= master_offset && primary_offset - master_offset + spec.elements <= master_elements,
+                 "the primary shard [{}, +{}) is not inside the optimizer slice [{}, +{})", primary_offset, spec.elements,
+                 master_offset, master_elements);
+    narrow_to(primary, master + (primary_offset - master_offset), spec.elements, spec.dtype);
+    return;
+  }
+  STRATA_CHECK(spec.kind == CollectiveKind::kAllGather, "updated weights travel by all-gather");
+  STRATA_CHECK(piece_of(comm, spec) == master_elements, "an updated-weights gather of {} elements from a slice of {}",
+               spec.elements, master_elements);
+  const std::size_t at = master_offset - primary_offset;
+  STRATA_CHECK(at == shard_offset(comm.topology(), comm.rank(), spec.elements, spec.first_level, spec.last_level),
+               "the optimizer slice sits at {} of the primary shard, not where the gather puts this rank's piece", at);
+  narrow_to(byte_at(primary, at, spec.dtype), master, master_elements, spec.dtype);
+  hierarchical_all_gather(comm, primary, spec.elements, spec.dtype, spec.first_level, spec.last_level);
+}
+
+}  // namespace strata

@@ -1,0 +1,55 @@
+// What one rank holds of each parameter unit: the element ranges of its shards (weights,
+// gradients, optimizer slice, secondary copy) in unit coordinates, the resident buffers, and the
+// transient ones the schedule allocates (gathered copy, secondary copy, unit gradient).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "core/aligned_buffer.hpp"
+#include "core/dtype.hpp"
+#include "engine/scratch_pool.hpp"
+#include "engine/unit_collectives.hpp"
+#include "model/parameter_layout.hpp"
+#include "plan/shard_plan.hpp"
+
+namespace strata {
+
+struct UnitShard {
+  std::size_t numel = 0, padded = 0;
+  // Element ranges of this rank's shards, in unit coordinates.
+  std::size_t weight_offset = 0, weight_len = 0;
+  std::size_t secondary_offset = 0, secondary_len = 0;  // blocks under a plan with a secondary level
+  std::size_t grad_offset = 0, grad_len = 0;
+  std::size_t optim_offset = 0, optim_len = 0;
+  std::size_t reduced_offset = 0;  // the optimizer slice inside the gradient shard
+
+  // Resident for the whole run.
+  AlignedBuffer<unsigned char> primary;  // weight_len working-dtype elements
+  AlignedBuffer<float> grad_shard;       // grad_len, fp32 accumulation
+  AlignedBuffer<float> master, m, v;     // optim_len
+
+  // Allocated and freed by the schedule's ops.
+  ScratchPool::Buffer compute;    // fp32, padded: the gathered unit
+  ScratchPool::Buffer staging;    // working dtype, padded (bf16 only): the gathered unit before widening
+  ScratchPool::Buffer secondary;  // secondary_len working-dtype elements
+  std::uint64_t secondary_epoch = 0;  // the weight epoch the secondary copy was made at
+  ScratchPool::Buffer grad;       // fp32, padded: this micro-batch's unit gradient (sharded gradients)
+
+  // Collectives in flight.
+  std::unique_ptr<CommRequest> gather;
+  bool gather_waited = false;  // the gathered copy is complete
+  std::unique_ptr<PendingReduction> reduction;
+};
+
+// The shards of every unit for this rank, with the fp32 master slice and the primary weight shard
+// initialised from the model's deterministic draw (every rank draws each unit whole and keeps its
+// slices, so every plan starts from the same weights as the single-process reference).
+std::vector<std::unique_ptr<UnitShard>> make_unit_shards(const ModelLayout& layout, const Topology& topology,
+                                                         const ShardPlan& plan, int rank, DType weight_dtype,
+                                                         std::uint64_t seed);
+
+}  // namespace strata

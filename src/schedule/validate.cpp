@@ -1,0 +1,329 @@
+// The schedule validator: a model of what each op reads, writes and frees, checked against the
+// happens-before order that the dependencies give (not the list order, which is only one of the
+// orders an executor may choose).
+#include "schedule/validate.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "core/error.hpp"
+
+namespace strata {
+
+namespace {
+
+enum class Resource { kPrimary, kSecondary, kGathered, kUnitGrad, kGradShard, kMaster, kActivations, kLoss, kNorm };
+
+std::string resource_name(const StepSchedule& s, Resource r, int unit) {
+  const std::string of = unit >= 0 && unit < static_cast<int>(s.unit_names.size())
+                             ? " of " + s.unit_names[static_cast<std::size_t>(unit)]
+                             : std::string();
+  switch (r) {
+    case Resource::kPrimary: return "the primary weight shard" + of;
+    case Resource::kSecondary: return "the secondary copy" + of;
+    case Resource::kGathered: return "the gathered weights" + of;
+    case Resource::kUnitGrad: return "the unit gradient" + of;
+    case Resource::kGradShard: return "the gradient shard" + of;
+    case Resource::kMaster: return "the optimizer slice" + of;
+    case Resource::kActivations: return "the activations";
+    case Resource::kLoss: return "the micro-batch loss";
+    case Resource::kNorm: return "the gradient norm";
+  }
+  return "?";
+}
+
+// Transient data must be produced inside the list before it is read; the rest is state that
+// lives across steps.
+bool transient(Resource r) {
+  return r == Resource::kSecondary || r == Resource::kGathered || r == Resource::kUnitGrad || r == Resource::kLoss ||
+         r == Resource::kNorm;
+}
+
+// What a write leaves behind: valid data, or a buffer that must not be read.
+enum class After { kValid, kInFlight, kReleased, kFreed };
+
+struct Access {
+  Resource resource;
+  int unit;
+  bool read;
+  bool write;
+  After after = After::kValid;
+};
+
+bool allocates(const ScheduleOp& op, BufferKind kind, int unit) {
+  for (const auto& a : op.alloc) {
+    if (a.kind == kind && a.unit == unit) return true;
+  }
+  return false;
+}
+
+std::vector<Access> accesses_of(const StepSchedule& s, const ScheduleOp& op) {
+  std::vector<Access> a;
+  const Resource source = op.source == WeightSource::kSecondary ? Resource::kSecondary : Resource::kPrimary;
+  switch (op.kind) {
+    case OpKind::kGatherStart:
+      a.push_back({source, op.unit, true, false});
+      a.push_back({Resource::kGathered, op.unit, false, true, After::kInFlight});
+      break;
+    case OpKind::kGatherWait:
+      a.push_back({source, op.unit, true, false});  // the send buffer is in use until the gather ends
+      a.push_back({Resource::kGathered, op.unit, false, true});
+      if (source == Resource::kSecondary) a.push_back({Resource::kSecondary, op.unit, false, true, After::kFreed});
+      break;
+    case OpKind::kKeepSecondary:
+      a.push_back({Resource::kGathered, op.unit, true, false});
+      a.push_back({Resource::kSecondary, op.unit, false, true});
+      break;
+    case OpKind::kRelease: a.push_back({Resource::kGathered, op.unit, false, true, After::kReleased}); break;
+    case OpKind::kForward:
+    case OpKind::kBackward:
+      for (int u : op.weight_units) a.push_back({Resource::kGathered, u, true, false});
+      a.push_back({Resource::kActivations, -1, true, true});
+      if (op.kind == OpKind::kForward && op.stage == ComputeStage::kHead) a.push_back({Resource::kLoss, -1, false, true});
+      for (int u : op.grad_units) {
+        if (s.grads_partitioned) {
+          a.push_back({Resource::kUnitGrad, u, !allocates(op, BufferKind::kUnitGrad, u), true});
+        } else {
+          a.push_back({Resource::kGradShard, u, true, true});
+        }
+      }
+      break;
+    case OpKind::kLossReduce: a.push_back({Resource::kLoss, -1, true, false}); break;
+    case OpKind::kReduceScatterStart: a.push_back({Resource::kUnitGrad, op.unit, true, false}); break;
+    case OpKind::kReduceScatterWait:
+      a.push_back({Resource::kUnitGrad, op.unit, true, false});
+      a.push_back({Resource::kGradShard, op.unit, true, true});
+      a.push_back({Resource::kUnitGrad, op.unit, false, true, After::kFreed});
+      break;
+    case OpKind::kReduceScatterReplicas:
+    case OpKind::kAllReduceReplicas: a.push_back({Resource::kGradShard, op.unit, true, true}); break;
+    case OpKind::kGradNorm:
+      for (int u = 0; u < s.unit_count; ++u) a.push_back({Resource::kGradShard, u, true, false});
+      a.push_back({Resource::kNorm, -1, false, true});
+      break;
+    case OpKind::kOptimizerStep:
+      a.push_back({Resource::kGradShard, op.unit, true, false});
+      a.push_back({Resource::kNorm, -1, true, false});
+      a.push_back({Resource::kMaster, op.unit, true, true});
+      break;
+    case OpKind::kGatherUpdated:
+      a.push_back({Resource::kMaster, op.unit, true, false});
+      a.push_back({Resource::kPrimary, op.unit, false, true});
+      break;
+    case OpKind::kBumpEpoch: break;
+  }
+  return a;
+}
+
+class Validator {
+ public:
+  explicit Validator(const StepSchedule& s) : s_(s), n_(static_cast<int>(s.ops.size())) {}
+
+  ScheduleCheck run() {
+    structure();
+    if (!order_ok_) return std::move(out_);  // happens-before needs deps that point back
+    ancestors();
+    pairs();
+    data_flow();
+    memory();
+    return std::move(out_);
+  }
+
+ private:
+  template <class... Args>
+  void problem(fmt::format_string<Args...> f, Args&&... args) {
+    out_.problems.push_back(fmt::format(f, std::forward<Args>(args)...));
+  }
+  std::string op(int i) const { return describe_op(s_, i); }
+  const ScheduleOp& at(int i) const { return s_.ops[static_cast<std::size_t>(i)]; }
+  bool before(int a, int b) const {  // a happens before b
+    return (anc_[static_cast<std::size_t>(b)][static_cast<std::size_t>(a) / 64] >> (a % 64)) & 1U;
+  }
+
+  // Dependencies in range, pointing back (the list order is an execution order), acyclic, and
+  // segments that tile the list.
+  void structure() {
+    std::vector<int> indegree(static_cast<std::size_t>(n_), 0);
+    std::vector<std::vector<int>> users(static_cast<std::size_t>(n_));
+    for (int i = 0; i < n_; ++i) {
+      for (int d : at(i).deps) {
+        if (d < 0 || d >= n_ || d == i) {
+          problem("{} depends on op {}, which is not another op of the list", op(i), d);
+          order_ok_ = false;
+          continue;
+        }
+        if (d > i) {
+          problem("{} depends on {}, which comes later in the list: the list order is not an execution order", op(i),
+                  op(d));
+          order_ok_ = false;
+        }
+        ++indegree[static_cast<std::size_t>(i)];
+        users[static_cast<std::size_t>(d)].push_back(i);
+      }
+    }
+    std::vector<int> ready;
+    for (int i = 0; i < n_; ++i) {
+      if (indegree[static_cast<std::size_t>(i)] == 0) ready.push_back(i);
+    }
+    int seen = 0;
+    while (!ready.empty()) {
+      const int i = ready.back();
+      ready.pop_back();
+      ++seen;
+      for (int u : users[static_cast<std::size_t>(i)]) {
+        if (--indegree[static_cast<std::size_t>(u)] == 0) ready.push_back(u);
+      }
+    }
+    if (seen != n_) problem("the dependencies form a cycle: {} of {} ops can never run", n_ - seen, n_);
+    int expect = 0;
+    for (std::size_t k = 0; k < s_.segments.size(); ++k) {
+      const ScheduleSegment& g = s_.segments[k];
+      if (g.begin != expect || g.end < g.begin) problem("segment '{}' does not start where the one before ends", g.name);
+      for (int i = g.begin; i < g.end && i < n_; ++i) {
+        if (at(i).segment != static_cast<int>(k)) problem("{} says it is in segment {} but lies in '{}'", op(i), at(i).segment, g.name);
+      }
+      expect = g.end;
+    }
+    if (expect != n_) problem("the segments cover {} of the {} ops", expect, n_);
+  }
+
+  void ancestors() {
+    const std::size_t words = (static_cast<std::size_t>(n_) + 63) / 64;
+    anc_.assign(static_cast<std::size_t>(n_), std::vector<std::uint64_t>(words, 0));
+    for (int i = 0; i < n_; ++i) {
+      auto& mine = anc_[static_cast<std::size_t>(i)];
+      for (int d : at(i).deps) {
+        const auto& theirs = anc_[static_cast<std::size_t>(d)];
+        for (std::size_t w = 0; w < words; ++w) mine[w] |= theirs[w];
+        mine[static_cast<std::size_t>(d) / 64] |= std::uint64_t{1} << (d % 64);
+      }
+    }
+  }
+
+  // Every wait depends on exactly one start of the same unit and micro-batch, comes after it, and
+  // every start is waited for once.
+  void pairs() {
+    const std::pair<OpKind, OpKind> kinds[] = {{OpKind::kGatherStart, OpKind::kGatherWait},
+                                               {OpKind::kReduceScatterStart, OpKind::kReduceScatterWait}};
+    for (const auto& [start_kind, wait_kind] : kinds) {
+      std::vector<int> waited(static_cast<std::size_t>(n_), 0);
+      for (int i = 0; i < n_; ++i) {
+        if (at(i).kind != wait_kind) continue;
+        std::vector<int> starts;
+        for (int d : at(i).deps) {
+          const ScheduleOp& o = at(d);
+          if (o.kind == start_kind && o.unit == at(i).unit && o.micro == at(i).micro && o.step == at(i).step) starts.push_back(d);
+        }
+        if (starts.size() != 1) {
+          problem("{} must depend on exactly one {} of the same unit and micro-batch; it depends on {}", op(i),
+                  op_kind_name(start_kind), starts.size());
+          continue;
+        }
+        if (++waited[static_cast<std::size_t>(starts[0])] > 1) problem("{} waits again for {}, already waited for", op(i), op(starts[0]));
+        if (at(starts[0]).source != at(i).source) problem("{} waits for {}, which gathers from another source", op(i), op(starts[0]));
+      }
+      for (int i = 0; i < n_; ++i) {
+        if (at(i).kind == start_kind && waited[static_cast<std::size_t>(i)] == 0) problem("{} is never waited for", op(i));
+      }
+    }
+  }
+
+  struct State {
+    int writer = -1;
+    After after = After::kValid;
+    std::vector<int> readers;
+  };
+
+  void data_flow() {
+    std::map<std::pair<Resource, int>, State> states;
+    int last_bump = -1;
+    for (int i = 0; i < n_; ++i) {
+      const std::vector<Access> list = accesses_of(s_, at(i));
+      for (const Access& a : list) {
+        if (!a.read) continue;
+        State& st = states[{a.resource, a.unit}];
+        const std::string what = resource_name(s_, a.resource, a.unit);
+        if (st.writer < 0) {
+          if (transient(a.resource)) problem("{} reads {}, which no earlier op produced", op(i), what);
+        } else if (st.writer != i) {
+          if (!before(st.writer, i)) {
+            problem("{} reads {} without depending on {}, which writes it", op(i), what, op(st.writer));
+          } else if (st.after == After::kInFlight) {
+            problem("{} reads {} while {} is still gathering it (depend on its wait)", op(i), what, op(st.writer));
+          } else if (st.after == After::kReleased || st.after == After::kFreed) {
+            problem("{} reads {} after {} {} it", op(i), what, op(st.writer),
+                    st.after == After::kReleased ? "released" : "freed");
+          }
+          if (a.resource == Resource::kSecondary && last_bump > st.writer) {
+            problem("{} uses a stale secondary copy: {} made it before the weights changed at {}", op(i), op(st.writer),
+                    op(last_bump));
+          }
+        }
+        st.readers.push_back(i);
+      }
+      for (const Access& a : list) {
+        if (!a.write) continue;
+        State& st = states[{a.resource, a.unit}];
+        const std::string what = resource_name(s_, a.resource, a.unit);
+        if (st.writer >= 0 && st.writer != i && !before(st.writer, i)) {
+          problem("{} overwrites {} without depending on {}, which wrote it", op(i), what, op(st.writer));
+        }
+        for (int r : st.readers) {
+          if (r != i && !before(r, i)) problem("{} overwrites {} without depending on {}, which reads it", op(i), what, op(r));
+        }
+        st.writer = i;
+        st.after = a.after;
+        st.readers.clear();
+      }
+      if (at(i).kind == OpKind::kBumpEpoch) last_bump = i;
+    }
+  }
+
+  void memory() {
+    std::map<std::pair<BufferKind, int>, std::uint64_t> live;
+    for (int i = 0; i < n_; ++i) {
+      for (const BufferEffect& b : at(i).alloc) {
+        const std::string what = buffer_kind_name(b.kind);
+        if (!live.emplace(std::make_pair(b.kind, b.unit), b.bytes).second) {
+          problem("{} allocates the {} buffer of unit {} while it is already allocated", op(i), what, b.unit);
+        }
+      }
+      for (const BufferEffect& b : at(i).free) {
+        const auto it = live.find({b.kind, b.unit});
+        const std::string what = buffer_kind_name(b.kind);
+        if (it == live.end()) {
+          problem("{} frees the {} buffer of unit {}, which is not allocated", op(i), what, b.unit);
+          continue;
+        }
+        if (it->second != b.bytes) problem("{} frees {} bytes of the {} buffer of unit {}, which has {}", op(i), b.bytes, what, b.unit, it->second);
+        live.erase(it);
+      }
+    }
+    for (const auto& [key, bytes] : live) {
+      problem("the {} buffer of unit {} ({} bytes) is never freed", buffer_kind_name(key.first), key.second, bytes);
+    }
+  }
+
+  const StepSchedule& s_;
+  const int n_;
+  bool order_ok_ = true;
+  std::vector<std::vector<std::uint64_t>> anc_;
+  ScheduleCheck out_;
+};
+
+}  // namespace
+
+ScheduleCheck validate_schedule(const StepSchedule& schedule) { return Validator(schedule).run(); }
+
+void require_valid_schedule(const StepSchedule& schedule, std::string_view what) {
+  const ScheduleCheck check = validate_schedule(schedule);
+  if (check.ok()) return;
+  std::string list;
+  for (std::size_t i = 0; i < check.problems.size() && i < 5; ++i) list += "\n  " + check.problems[i];
+  STRATA_CHECK(false, "the {} schedule is invalid ({} problems):{}", what, check.problems.size(), list);
+}
+
+}  // namespace strata

@@ -1,0 +1,321 @@
+// The step schedule as a program: the validator accepts every schedule the builder makes (every
+// preset and explicit plans, 1-3 levels, prefetch on and off, 1 and 3 micro-batches, one and two
+// steps, training and evaluation) and rejects hand-broken lists with a sentence; the counting
+// executor's bytes equal the closed-form oracle; seeded execution orders respect every dependency.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "model/gpt_config.hpp"
+#include "model/parameter_layout.hpp"
+#include "schedule/counting_executor.hpp"
+#include "schedule/op_executor.hpp"
+#include "schedule/validate.hpp"
+#include "support/plan_formulas.hpp"
+
+namespace strata {
+namespace {
+
+struct Case {
+  const char* topology;
+  int world;
+};
+const Case kTopologies[] = {{"flat", 8}, {"gpu:4,node:2", 8}, {"gcd:2,gpu:2,node:2", 8}, {"gcd:2,gpu:3,node:1", 6},
+                            {"frontier", 16}};
+
+std::vector<std::string> plans_for(const Topology& t) {
+  std::vector<std::string> plans = ShardPlan::preset_names();
+  plans.push_back("weights=" + t.level(0).name + ",grads=world,optim=world");
+  if (t.level_count() >= 2) {
+    plans.push_back("weights=world,secondary=" + t.level(0).name + ",grads=world,optim=world");
+    plans.push_back("weights=world,grads=" + t.level(0).name + ",optim=" + t.level(0).name);
+  }
+  return plans;
+}
+
+StepSchedule build(const ModelLayout& layout, const Topology& t, const std::string& plan, int accum, bool prefetch,
+                   int steps = 1, DType dtype = DType::kF32, ScheduleMode mode = ScheduleMode::kTrain) {
+  ScheduleInputs in;
+  in.layout = &layout;
+  in.topology = &t;
+  in.plan = ShardPlan::parse(plan, t);
+  in.mode = mode;
+  in.grad_accum = accum;
+  in.steps = steps;
+  in.tokens_per_micro = 64;
+  in.seq_len = 32;
+  in.weight_dtype = in.grad_dtype = dtype;
+  in.prefetch = prefetch;
+  return build_step_schedule(in);
+}
+
+std::string all_problems(const ScheduleCheck& c) {
+  std::string out;
+  for (const auto& p : c.problems) out += "\n  " + p;
+  return out;
+}
+
+bool mentions(const ScheduleCheck& c, const std::string& phrase) {
+  return std::any_of(c.problems.begin(), c.problems.end(), [&](const std::string& p) { return p.find(phrase) != std::string::npos; });
+}
+
+// Removes op `index`, dropping the dependencies on it and renumbering the rest.
+void remove_op(StepSchedule& s, int index) {
+  s.ops.erase(s.ops.begin() + index);
+  for (ScheduleOp& op : s.ops) {
+    std::vector<int> deps;
+    for (int d : op.deps) {
+      if (d != index) deps.push_back(d > index ? d - 1 : d);
+    }
+    op.deps = deps;
+  }
+  for (ScheduleSegment& g : s.segments) {
+    if (g.begin > index) --g.begin;
+    if (g.end > index) --g.end;
+  }
+}
+
+void drop_dep(ScheduleOp& op, int dep) { op.deps.erase(std::remove(op.deps.begin(), op.deps.end(), dep), op.deps.end()); }
+
+int find_op(const StepSchedule& s, OpKind kind, int unit, int step, int micro, int from = 0) {
+  for (int i = from; i < static_cast<int>(s.ops.size()); ++i) {
+    const ScheduleOp& op = s.ops[static_cast<std::size_t>(i)];
+    if (op.kind == kind && (unit < 0 || op.unit == unit) && op.step == step && op.micro == micro) return i;
+  }
+  return -1;
+}
+
+const ModelLayout& tiny() {
+  static const ModelLayout layout(GptConfig::preset("tiny"));
+  return layout;
+}
+
+TEST(ScheduleValidator, AcceptsEveryScheduleTheBuilderMakes) {
+  int checked = 0;
+  for (const Case& c : kTopologies) {
+    const Topology t = Topology::parse(c.topology, c.world);
+    for (const auto& plan : plans_for(t)) {
+      for (bool prefetch : {true, false}) {
+        for (int accum : {1, 3}) {
+          for (int steps : {1, 2}) {
+            for (DType dtype : {DType::kF32, DType::kBF16}) {
+              const StepSchedule s = build(tiny(), t, plan, accum, prefetch, steps, dtype);
+              const ScheduleCheck check = validate_schedule(s);
+              EXPECT_TRUE(check.ok()) << c.topology << " " << plan << " prefetch " << prefetch << " accum " << accum
+                                      << " steps " << steps << all_problems(check);
+              ++checked;
+            }
+          }
+        }
+        const StepSchedule eval = build(tiny(), t, plan, 1, prefetch, 1, DType::kF32, ScheduleMode::kEvaluate);
+        EXPECT_TRUE(validate_schedule(eval).ok()) << c.topology << " " << plan << " evaluation" << all_problems(validate_schedule(eval));
+      }
+    }
+  }
+  EXPECT_GT(checked, 500);
+}
+
+TEST(ScheduleValidator, EveryMicroBatchIsInTheListWithItsCollectives) {
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  const StepSchedule s = build(tiny(), t, "zeropp", 3, true);
+  const int blocks = tiny().config().n_layer;
+  for (int m = 0; m < 3; ++m) {
+    int gathers = 0, secondary = 0, reductions = 0, losses = 0;
+    for (const ScheduleOp& op : s.ops) {
+      if (op.micro != m) continue;
+      if (op.kind == OpKind::kGatherStart) {
+        ++gathers;
+        secondary += op.source == WeightSource::kSecondary;
+        // Forward gathers span every level; backward ones only up to the secondary level.
+        EXPECT_EQ(op.comm.last_level, op.source == WeightSource::kSecondary ? 1 : 2);
+        EXPECT_EQ(op.comm.elements, s.padded_numel[static_cast<std::size_t>(op.unit)]);
+      }
+      reductions += op.kind == OpKind::kReduceScatterStart;
+      losses += op.kind == OpKind::kLossReduce;
+    }
+    EXPECT_EQ(gathers, 2 + blocks + 1 + blocks) << "embedding twice, each block twice, the final norm once";
+    EXPECT_EQ(secondary, blocks);
+    EXPECT_EQ(reductions, static_cast<int>(tiny().unit_count()));
+    EXPECT_EQ(losses, 1);
+  }
+  int norms = 0;
+  for (const ScheduleOp& op : s.ops) norms += op.kind == OpKind::kGradNorm;
+  EXPECT_EQ(norms, 1);
+}
+
+TEST(ScheduleValidator, RejectsAMissingDependency) {
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  StepSchedule s = build(tiny(), t, "zero3", 1, true);
+  const int block = static_cast<int>(tiny().block_unit(0));
+  const int wait = find_op(s, OpKind::kGatherWait, block, 0, 0);
+  const int forward = find_op(s, OpKind::kForward, block, 0, 0);
+  ASSERT_GE(wait, 0);
+  ASSERT_GE(forward, 0);
+  drop_dep(s.ops[static_cast<std::size_t>(forward)], wait);
+  const ScheduleCheck check = validate_schedule(s);
+  EXPECT_TRUE(mentions(check, "reads the gathered weights of " + tiny().unit(static_cast<std::size_t>(block)).name +
+                                  " without depending on"))
+      << all_problems(check);
+}
+
+TEST(ScheduleValidator, RejectsAWaitBeforeItsStart) {
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  StepSchedule s = build(tiny(), t, "zero3", 1, false);
+  const int start = find_op(s, OpKind::kGatherStart, 0, 0, 0);
+  const int wait = find_op(s, OpKind::kGatherWait, 0, 0, 0);
+  ASSERT_EQ(wait, start + 1);
+  std::swap(s.ops[static_cast<std::size_t>(start)], s.ops[static_cast<std::size_t>(wait)]);
+  for (ScheduleOp& op : s.ops) {
+    for (int& d : op.deps) d = d == start ? wait : d == wait ? start : d;
+  }
+  const ScheduleCheck check = validate_schedule(s);
+  EXPECT_TRUE(mentions(check, "gather_wait of " + tiny().unit(0).name)) << all_problems(check);
+  EXPECT_TRUE(mentions(check, "which comes later in the list")) << all_problems(check);
+}
+
+TEST(ScheduleValidator, RejectsTheUseOfAStaleSecondaryCopy) {
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  StepSchedule s = build(tiny(), t, "zeropp", 1, true, 2);
+  ASSERT_TRUE(validate_schedule(s).ok());
+  // Step 1 forgets to keep block 0's copy: its backward gather would read step 0's, made before
+  // the update.
+  const int block = static_cast<int>(tiny().block_unit(0));
+  const int keep = find_op(s, OpKind::kKeepSecondary, block, 1, 0);
+  ASSERT_GE(keep, 0);
+  remove_op(s, keep);
+  const ScheduleCheck check = validate_schedule(s);
+  EXPECT_TRUE(mentions(check, "uses a stale secondary copy")) << all_problems(check);
+}
+
+TEST(ScheduleValidator, RejectsABoundaryThatSkipsAGradientReduction) {
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  StepSchedule s = build(tiny(), t, "zero3", 3, true);
+  const int block = static_cast<int>(tiny().block_unit(1));
+  int last_wait = -1;
+  for (int i = 0; i < static_cast<int>(s.ops.size()); ++i) {
+    if (s.ops[static_cast<std::size_t>(i)].kind == OpKind::kReduceScatterWait && s.ops[static_cast<std::size_t>(i)].unit == block) last_wait = i;
+  }
+  const int norm = find_op(s, OpKind::kGradNorm, -1, 0, -1);
+  ASSERT_GE(last_wait, 0);
+  drop_dep(s.ops[static_cast<std::size_t>(norm)], last_wait);
+  const ScheduleCheck check = validate_schedule(s);
+  EXPECT_TRUE(mentions(check, "grad_norm")) << all_problems(check);
+  EXPECT_TRUE(mentions(check, "reads the gradient shard of " + tiny().unit(static_cast<std::size_t>(block)).name))
+      << all_problems(check);
+}
+
+TEST(ScheduleValidator, RejectsAGatherOfTheNextStepBeforeTheUpdate) {
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  StepSchedule s = build(tiny(), t, "hier3", 1, true, 2);
+  const int unit = static_cast<int>(tiny().final_norm_unit());
+  const int update = find_op(s, OpKind::kGatherUpdated, unit, 0, -1);
+  const int gather = find_op(s, OpKind::kGatherStart, unit, 1, 0);
+  ASSERT_GE(update, 0);
+  ASSERT_GE(gather, 0);
+  drop_dep(s.ops[static_cast<std::size_t>(gather)], update);
+  const ScheduleCheck check = validate_schedule(s);
+  EXPECT_TRUE(mentions(check, "reads the primary weight shard of " + tiny().unit(static_cast<std::size_t>(unit)).name))
+      << all_problems(check);
+}
+
+TEST(ScheduleValidator, RejectsMemoryFreedButNeverAllocatedAndALeak) {
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  StepSchedule s = build(tiny(), t, "zero3", 1, true);
+  const int start = find_op(s, OpKind::kGatherStart, 0, 0, 0);
+  s.ops[static_cast<std::size_t>(start)].alloc.clear();
+  const int unit_grad_wait = find_op(s, OpKind::kReduceScatterWait, static_cast<int>(tiny().final_norm_unit()), 0, 0);
+  s.ops[static_cast<std::size_t>(unit_grad_wait)].free.clear();
+  const ScheduleCheck check = validate_schedule(s);
+  EXPECT_TRUE(mentions(check, "frees the gathered weights buffer of unit 0, which is not allocated")) << all_problems(check);
+  EXPECT_TRUE(mentions(check, "unit gradient buffer of unit " + std::to_string(tiny().final_norm_unit()))) << all_problems(check);
+}
+
+TEST(ScheduleValidator, RejectsACycle) {
+  const Topology t = Topology::parse("gcd:2,node:2", 4);
+  StepSchedule s = build(tiny(), t, "zero2", 1, true);
+  s.ops[0].deps.push_back(static_cast<int>(s.ops.size()) - 1);
+  const ScheduleCheck check = validate_schedule(s);
+  EXPECT_TRUE(mentions(check, "the dependencies form a cycle")) << all_problems(check);
+}
+
+// The counting executor's bytes (a replay of the list) equal the closed form derived from the plan
+// alone, for every preset on five topologies, fp32 and bf16, 1 and 3 micro-batches.
+TEST(CountingExecutor, BytesEqualTheClosedFormForEveryPreset) {
+  for (const Case& c : kTopologies) {
+    const Topology t = Topology::parse(c.topology, c.world);
+    for (const auto& name : plans_for(t)) {
+      for (int accum : {1, 3}) {
+        for (DType dt : {DType::kF32, DType::kBF16}) {
+          const StepSchedule s = build(tiny(), t, name, accum, true, 1, dt);
+          const ScheduleCounts counts = count_schedule(s, t);
+          const TrafficFormula f = traffic_formula(tiny(), ShardPlan::parse(name, t), t, dt, dt);
+          auto micro = f.micro_batch;
+          for (auto& x : micro) x *= static_cast<std::uint64_t>(accum);
+          EXPECT_EQ(counts.bytes_in(TrafficPhase::kMicroBatch), micro) << c.topology << " " << name;
+          EXPECT_EQ(counts.bytes_in(TrafficPhase::kStepBoundary), f.boundary) << c.topology << " " << name;
+          // Loss per micro-batch, and the norm when the optimizer is partitioned.
+          const bool partitioned = ShardPlan::parse(name, t).optimizer != kReplicated;
+          EXPECT_EQ(counts.control_calls, static_cast<std::uint64_t>(accum) + (partitioned ? 1 : 0)) << c.topology << " " << name;
+          for (const StateMemory& m : memory_formula(tiny(), ShardPlan::parse(name, t), t, dt)) {
+            for (const ResidentState& r : s.resident) {
+              if (r.state == m.state) {
+                EXPECT_EQ(r.bytes, m.bytes) << c.topology << " " << name << " " << m.state;
+              }
+            }
+            if (m.state == "secondary") {
+              EXPECT_EQ(counts.peak_by_kind[static_cast<std::size_t>(BufferKind::kSecondary)], m.bytes) << c.topology << " " << name;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Prefetch holds two gathered units at once where the plain order holds one: the list alone says
+// so, through the memory the ops allocate.
+TEST(CountingExecutor, PrefetchRaisesThePeakOfGatheredWeights) {
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  const auto gathered = [&](bool prefetch) {
+    return count_schedule(build(tiny(), t, "zero3", 1, prefetch), t).peak_by_kind[static_cast<std::size_t>(BufferKind::kGathered)];
+  };
+  const std::vector<std::size_t> padded = padded_unit_sizes(tiny(), t);
+  const std::uint64_t block = padded[tiny().block_unit(0)] * 4, emb = padded[0] * 4, fin = padded[tiny().final_norm_unit()] * 4;
+  // Without prefetch one stage's units at a time (the head holds the final norm and the
+  // embedding); with it, the next stage's copies arrive while the current one is held: the last
+  // block's beside the head's two, or two blocks in backward.
+  EXPECT_EQ(gathered(false), std::max(block, emb + fin));
+  EXPECT_EQ(gathered(true), std::max({emb + block, 2 * block, block + emb + fin}));
+  EXPECT_GT(gathered(true), gathered(false));
+}
+
+TEST(ExecutionOrder, SeededOrdersArePermutationsThatRespectEveryDependency) {
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  const StepSchedule s = build(tiny(), t, "zeropp", 2, true);
+  bool differs = false;
+  for (std::uint64_t seed : {1u, 2u, 3u}) {
+    for (int g = 0; g < static_cast<int>(s.segments.size()); ++g) {
+      const std::vector<int> order = segment_order(s, g, seed);
+      const ScheduleSegment& seg = s.segments[static_cast<std::size_t>(g)];
+      ASSERT_EQ(order.size(), static_cast<std::size_t>(seg.end - seg.begin));
+      std::vector<int> position(s.ops.size(), -1);
+      for (std::size_t k = 0; k < order.size(); ++k) position[static_cast<std::size_t>(order[k])] = static_cast<int>(k);
+      for (int i = seg.begin; i < seg.end; ++i) {
+        ASSERT_GE(position[static_cast<std::size_t>(i)], 0) << "op " << i << " missing from the order";
+        for (int d : s.ops[static_cast<std::size_t>(i)].deps) {
+          if (d >= seg.begin) {
+            EXPECT_LT(position[static_cast<std::size_t>(d)], position[static_cast<std::size_t>(i)]);
+          }
+        }
+      }
+      differs |= order != segment_order(s, g, 0);
+      EXPECT_EQ(order, segment_order(s, g, seed)) << "the same seed gives the same order";
+    }
+  }
+  EXPECT_TRUE(differs);
+}
+
+}  // namespace
+}  // namespace strata
