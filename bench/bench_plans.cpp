@@ -47,7 +47,7 @@ void bench_plans(const PlanBenchSettings& s) {
       comm.barrier();
       if (step >= s.warmup) ms.push_back(watch.milliseconds());
     }
-    nlohmann::json report = plan_report(engine, s.grad_accum);
+    nlohmann::json report = plan_report(engine);
     report["bench"] = "plans";
     report["model"] = s.model;
     report["batch_per_rank"] = s.batch;

@@ -16,7 +16,7 @@ std::string human(double bytes) {
 
 }  // namespace
 
-nlohmann::json plan_report(ShardedEngine& engine, int grad_accum) {
+nlohmann::json plan_report(ShardedEngine& engine) {
   const Topology& t = engine.communicator().topology();
   const ShardPlan& plan = engine.plan();
   const ShardedEngineOptions& opt = engine.options();
@@ -29,7 +29,7 @@ nlohmann::json plan_report(ShardedEngine& engine, int grad_accum) {
   r["world_size"] = t.world_size();
   r["weight_dtype"] = std::string(dtype_name(opt.weight_dtype));
   r["grad_dtype"] = std::string(dtype_name(opt.grad_dtype));
-  r["grad_accum"] = grad_accum;
+  r["grad_accum"] = opt.grad_accum;
   r["steps_measured"] = engine.steps_run();
   r["schedule_ops"] = engine.schedule().ops.size();
 
@@ -49,15 +49,11 @@ nlohmann::json plan_report(ShardedEngine& engine, int grad_accum) {
 
   const TrafficMeter& meter = engine.communicator().meter();
   const auto steps = static_cast<std::uint64_t>(std::max(1, engine.steps_run()));
-  // The schedule holds the micro-batches of the engine's grad_accum; a run reporting another
-  // count scales the per-micro-batch part.
-  const double micro_scale = static_cast<double>(grad_accum) / static_cast<double>(opt.grad_accum);
   for (int l = 0; l < t.level_count(); ++l) {
     const auto ll = static_cast<std::size_t>(l);
     const LevelTraffic micro = meter.at(l, TrafficPhase::kMicroBatch);
     const LevelTraffic boundary = meter.at(l, TrafficPhase::kStepBoundary);
-    const auto schedule_micro = static_cast<std::uint64_t>(
-        static_cast<double>(counts.bytes_in(TrafficPhase::kMicroBatch)[ll]) * micro_scale);
+    const std::uint64_t schedule_micro = counts.bytes_in(TrafficPhase::kMicroBatch)[ll];
     const std::uint64_t schedule_boundary = counts.bytes_in(TrafficPhase::kStepBoundary)[ll];
     const double bandwidth = t.level(l).bandwidth;
     const double per_step = static_cast<double>(schedule_micro + schedule_boundary);
@@ -74,7 +70,7 @@ nlohmann::json plan_report(ShardedEngine& engine, int grad_accum) {
                             {"measured_step_seconds", (micro.seconds + boundary.seconds) / static_cast<double>(steps)},
                             {"ideal_seconds_at_bandwidth", bandwidth > 0 ? per_step / bandwidth : 0.0}});
   }
-  r["flops_per_step"] = (counts.forward_flops + counts.backward_flops) * micro_scale;
+  r["flops_per_step"] = counts.forward_flops + counts.backward_flops;
   const LevelTraffic control = meter.control();
   r["control"] = {{"schedule_calls_per_step", counts.control_calls}, {"measured_calls", control.calls},
                   {"measured_bytes", control.bytes_sent}};

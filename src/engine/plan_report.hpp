@@ -12,9 +12,9 @@
 
 namespace strata {
 
-// grad_accum: micro-batches per step of the run being reported. Measured traffic is the meter's
-// total divided by the completed steps.
-nlohmann::json plan_report(ShardedEngine& engine, int grad_accum);
+// Per optimizer step of the engine's schedule (its grad_accum micro-batches). Measured traffic is
+// the meter's total divided by the completed steps.
+nlohmann::json plan_report(ShardedEngine& engine);
 std::string format_plan_report(const nlohmann::json& report);
 
 }  // namespace strata

@@ -97,7 +97,7 @@ std::string ShardedEngine::description() const {
                      options_.plan.describe(t), dtype_name(options_.weight_dtype), options_.prefetch ? "on" : "off");
 }
 
-std::string ShardedEngine::report(int grad_accum) { return format_plan_report(plan_report(*this, grad_accum)); }
+std::string ShardedEngine::report() { return format_plan_report(plan_report(*this)); }
 
 // ---- buffers the schedule allocates ---------------------------------------------------------
 

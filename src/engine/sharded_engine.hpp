@@ -69,7 +69,7 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   void save_checkpoint(const std::string& path, int completed_steps) override;
   int load_checkpoint(const Checkpoint& checkpoint) override;
   std::string description() const override;
-  std::string report(int grad_accum) override;
+  std::string report() override;
 
   // One op of the schedule, exactly as written (the OpExecutor interface). Public so that tests
   // can drive the engine through hand-made sequences.

@@ -41,8 +41,8 @@ class TrainingEngine {
   // One line for the run's header: what engine, plan and settings this is.
   virtual std::string description() const = 0;
   // The report printed at the end of a run (and by --report instead of training): empty when the
-  // engine has nothing to report. grad_accum: micro-batches per step of the run.
-  virtual std::string report(int grad_accum) { return (void)grad_accum, std::string(); }
+  // engine has nothing to report.
+  virtual std::string report() { return std::string(); }
 };
 
 }  // namespace strata

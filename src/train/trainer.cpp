@@ -142,7 +142,7 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
   for (const std::string& note : notes) fmt::print(out, "{}\n", note);
   if (config_.report) {
     // The schedule alone answers: no step runs.
-    fmt::print(out, "\n{}", engine.report(config_.grad_accum));
+    fmt::print(out, "\n{}", engine.report());
     return TrainSummary{};
   }
   if (start_step_ > 0) fmt::print(out, "resumed: {} after step {}\n", config_.resume, start_step_);
@@ -224,7 +224,7 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
   std::signal(SIGINT, previous_int);
   std::signal(SIGTERM, previous_term);
 
-  if (const std::string report = engine.report(config_.grad_accum); !report.empty()) fmt::print(out, "\n{}", report);
+  if (const std::string report = engine.report(); !report.empty()) fmt::print(out, "\n{}", report);
   if (!step_ms.empty()) {
     const double med = median(step_ms);
     fmt::print(out, "done: {} steps | median {:.1f} ms/step | {:.0f} tok/s | {:.3f} TFLOP/s\n", step_ms.size(), med,
