@@ -118,9 +118,11 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   StepSchedule eval_schedule_;
   ScheduleCounts counts_;
   int reduce_segment_ = 0, update_segment_ = 0;
-  std::vector<std::unique_ptr<UnitShard>> units_;
+  // The pools outlive the units: a unit's collective still in flight when the engine goes (a
+  // test that stops mid-step, an error) releases its staging into them as it completes.
   ScratchPool scheduled_;  // the buffers the schedule's ops allocate
   ScratchPool scratch_;    // collective staging
+  std::vector<std::unique_ptr<UnitShard>> units_;
   std::array<std::uint64_t, ScheduleCounts::kBuffers> live_by_kind_{}, peak_by_kind_{};
   std::uint64_t epoch_ = 1;
   int steps_run_ = 0;
