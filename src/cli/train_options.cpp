@@ -42,9 +42,11 @@ std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
        "(e.g. gcd:2@200GB/s,gpu:4@50GB/s,node:*@12.5GB/s), or a preset: frontier, dgx, flat",
        &c.topology},
       {"plan", "parallel",
-       "where each state is partitioned: ddp, zero1, zero2, zero3, zeropp, mics, hier3, or "
-       "weights=L,grads=L,optim=L,secondary=L with L a level name, world or none (auto: one process runs the "
-       "plain reference, more run hier3)",
+       "where each state is partitioned: ddp, zero1, zero2, zero3, zeropp (int8 weight gathers, int4 gradient "
+       "reduction), mics, hier3, or weights=L,grads=L,optim=L,secondary=L with L a level name, world or none; "
+       "a preset or list may add quant_weights=int8|int4|none, quant_grads=int4|int8|none, "
+       "quant_backward=auto|on|off, quant_weights_block=N (default 256), quant_grads_block=N (default 64), "
+       "quant_block=N (both) or quant=none (auto: one process runs the plain reference, more run hier3)",
        &c.plan},
       {"dtype", "parallel", "working weights and communicated gradients: fp32 or bf16 (master and Adam stay fp32)",
        &c.dtype},

@@ -5,16 +5,40 @@
 
 namespace strata {
 
+namespace {
+
+// Bytes of one piece of `elements` on the wire.
+std::uint64_t piece_bytes(const CollectiveSpec& c, std::size_t elements) {
+  return c.quant.enabled() ? quantized_bytes(c.quant, elements) : elements * dtype_size(c.dtype);
+}
+
+}  // namespace
+
 std::vector<std::uint64_t> collective_bytes_by_level(const Topology& t, const CollectiveSpec& c) {
   std::vector<std::uint64_t> bytes(static_cast<std::size_t>(t.level_count()), 0);
   if (c.empty() || c.is_control()) return bytes;
-  const std::uint64_t passes = c.kind == CollectiveKind::kAllReduce ? 2 : 1;
-  std::size_t block = c.elements;  // the block still being split (reduce) or assembled (gather)
-  for (int l = c.first_level; l <= c.last_level; ++l) {
-    const auto f = static_cast<std::size_t>(t.level(l).fanout);
-    const std::size_t piece = block / f;
-    bytes[static_cast<std::size_t>(l)] += passes * (f - 1) * piece * dtype_size(c.dtype);
-    block = piece;
+  const std::size_t span = static_cast<std::size_t>(t.span(c.first_level, c.last_level));
+  // Reduce-scatter (the first half of an all-reduce): innermost first, the block being reduced
+  // splits into fan-out chunks and each peer's chunk crosses.
+  if (c.kind == CollectiveKind::kReduceScatter || c.kind == CollectiveKind::kAllReduce) {
+    std::size_t block = c.elements;
+    for (int l = c.first_level; l <= c.last_level; ++l) {
+      const auto f = static_cast<std::size_t>(t.level(l).fanout);
+      block /= f;
+      if (f > 1) bytes[static_cast<std::size_t>(l)] += (f - 1) * piece_bytes(c, block);
+    }
+  }
+  // All-gather (the second half of an all-reduce): outermost first, each rank's piece travels as
+  // it is (quantized: its one blob), so the bytes gathered at level l are the pieces of the ranks
+  // below it times the fan-out - 1 peers.
+  if (c.kind == CollectiveKind::kAllGather || c.kind == CollectiveKind::kAllReduce) {
+    const std::uint64_t piece = piece_bytes(c, c.elements / span);
+    std::uint64_t gathered = piece;  // what one rank holds when the step at level l starts
+    for (int l = c.last_level; l >= c.first_level; --l) {
+      const auto f = static_cast<std::uint64_t>(t.level(l).fanout);
+      bytes[static_cast<std::size_t>(l)] += (f - 1) * gathered;
+      gathered *= f;
+    }
   }
   return bytes;
 }
@@ -45,7 +69,9 @@ std::string describe_collective(const Topology& t, const CollectiveSpec& c) {
   const std::string levels = c.first_level == c.last_level
                                  ? t.level(c.first_level).name
                                  : fmt::format("{}..{}", t.level(c.first_level).name, t.level(c.last_level).name);
-  return fmt::format("{} over {} of {} {}", collective_kind_name(c.kind), levels, c.elements, dtype_name(c.dtype));
+  const std::string quant = c.quant.enabled() ? " as " + describe_quant(c.quant) : "";
+  return fmt::format("{} over {} of {} {}{}", collective_kind_name(c.kind), levels, c.elements, dtype_name(c.dtype),
+                     quant);
 }
 
 }  // namespace strata

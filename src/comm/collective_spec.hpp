@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "quant/quant_format.hpp"
 #include "topo/topology.hpp"
 
 namespace strata {
@@ -27,7 +28,11 @@ struct CollectiveSpec {
   int first_level = 0;
   int last_level = -1;
   std::size_t elements = 0;
-  DType dtype = DType::kF32;
+  DType dtype = DType::kF32;  // the data's type (what is quantized, or what moves when unquantized)
+  // Enabled: the collective moves quantized blobs instead (comm/quantized.hpp). An all-gather
+  // sends each rank's piece as one blob; a reduce-scatter runs one all-to-all per level, each
+  // peer's chunk a blob; an all-reduce is the two.
+  QuantFormat quant{QuantBits::kNone, 0};
 
   bool empty() const { return kind == CollectiveKind::kNone || last_level < first_level; }
   bool is_control() const { return kind == CollectiveKind::kControlSum; }
@@ -36,14 +41,16 @@ struct CollectiveSpec {
 
 // Per level, the bytes one rank sends (= receives) when the collective runs as single-level
 // steps (reduce-scatter innermost first, all-gather outermost first): at level l the piece that
-// crosses is the block still being reduced or gathered there divided by the fan-out. Control sums
-// are counted apart (all zeros here).
+// crosses is the block still being reduced or gathered there divided by the fan-out, sent to
+// each of the fan-out - 1 peers; quantized, that piece travels as one blob of
+// quantized_bytes(piece elements), scales included. Control sums are counted apart (all zeros
+// here).
 std::vector<std::uint64_t> collective_bytes_by_level(const Topology& topology, const CollectiveSpec& c);
 
 // Single-level calls the collective makes at each level (levels of fan-out 1 make none).
 std::vector<std::uint64_t> collective_calls_by_level(const Topology& topology, const CollectiveSpec& c);
 
-// "all-gather gcd..node 1.2M bf16"
+// "all-gather over gcd..node of 1234 bf16", "... of 1234 f32 as int4/2048"
 std::string describe_collective(const Topology& topology, const CollectiveSpec& c);
 
 std::string collective_kind_name(CollectiveKind kind);

@@ -40,6 +40,8 @@ class Communicator {
                                                             DType type, int level) = 0;
   // `send` holds fanout(level) pieces of `count` elements, piece j for the rank at coordinate j.
   virtual void all_to_all(const void* send, void* recv, std::size_t count, DType type, int level) = 0;
+  virtual std::unique_ptr<CommRequest> start_all_to_all(const void* send, void* recv, std::size_t count, DType type,
+                                                         int level) = 0;
   virtual void broadcast(void* buffer, std::size_t count, DType type, int root_coordinate, int level) = 0;
 
   // Sums `count` doubles over the ranks differing only in levels first..last (control traffic).

@@ -21,5 +21,7 @@ inline float from_bf16(bf16 x) { return std::bit_cast<float>(static_cast<std::ui
 
 void fp32_to_bf16(bf16* out, const float* in, std::size_t n);
 void bf16_to_fp32(float* out, const bf16* in, std::size_t n);
+// x = from_bf16(to_bf16(x)) in place: fp32 values carrying bf16 precision.
+void round_to_bf16(float* x, std::size_t n);
 
 }  // namespace strata

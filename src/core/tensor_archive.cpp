@@ -62,9 +62,11 @@ double TensorArchive::scalar(const std::string& name) const {
     case DType::kF64: { double v; std::memcpy(&v, t.bytes.data(), 8); return v; }
     case DType::kF32: { float v; std::memcpy(&v, t.bytes.data(), 4); return v; }
     case DType::kI32: { std::int32_t v; std::memcpy(&v, t.bytes.data(), 4); return v; }
-    case DType::kBF16: break;
+    case DType::kBF16:
+    case DType::kU8: break;
   }
-  return 0.0;
+  fail("{}: scalar '{}' is stored as {}, which is not a scalar type (f64, f32 or i32)", origin_, name,
+       dtype_name(t.dtype));
 }
 
 namespace {

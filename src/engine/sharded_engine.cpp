@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include "comm/hierarchical.hpp"
+#include "comm/quantized.hpp"
+#include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "core/op_profile.hpp"
 #include "engine/plan_report.hpp"
@@ -107,13 +109,11 @@ void ShardedEngine::acquire_buffer(const BufferEffect& b) {
   switch (b.kind) {
     case BufferKind::kGathered: {
       STRATA_CHECK(!u.compute && !u.staging, "unit {} is gathered twice", b.unit);
-      u.compute = scheduled_.acquire(fp32, false);
-      // bf16 gathers land in a staging copy, widened into the fp32 compute copy at the wait.
-      if (b.bytes > fp32) u.staging = scheduled_.acquire(b.bytes - fp32, false);
-      STRATA_CHECK(fp32 + (u.staging ? u.staging->size() : 0) == b.bytes &&
-                       (!u.staging || u.staging->size() == u.padded * dtype_size(options_.weight_dtype)),
-                   "the schedule allocates {} bytes for gathering unit {}, which needs {} fp32 bytes and a staging copy",
+      STRATA_CHECK(b.bytes >= fp32, "the schedule allocates {} bytes for gathering unit {}, less than its {} fp32 bytes",
                    b.bytes, b.unit, fp32);
+      u.compute = scheduled_.acquire(fp32, false);
+      // The staging area (blobs, or a bf16 copy) is checked against the gather that uses it.
+      if (b.bytes > fp32) u.staging = scheduled_.acquire(b.bytes - fp32, false);
       break;
     }
     case BufferKind::kSecondary:
@@ -158,6 +158,7 @@ void ShardedEngine::start_gather(const ScheduleOp& op) {
   UnitShard& u = shard(op.unit);
   const DType wt = options_.weight_dtype;
   u.gather_waited = false;
+  u.gather_quantized = false;
   if (op.comm.empty()) {
     // Replicated weights: nothing to gather; bf16 ones are widened for compute.
     if (u.compute) widen_from(reinterpret_cast<float*>(u.compute->data()), u.primary.data(), u.padded, wt);
@@ -165,13 +166,24 @@ void ShardedEngine::start_gather(const ScheduleOp& op) {
   }
   STRATA_CHECK(op.comm.dtype == wt && op.comm.elements == u.padded, "a gather of unit {} as {} elements of {}", op.unit,
                op.comm.elements, dtype_name(op.comm.dtype));
-  void* target = u.staging ? u.staging->data() : u.compute->data();
-  if (op.source == WeightSource::kSecondary) {
-    const std::span<const unsigned char> copy = secondary_copy(op.unit);  // refuses a stale or missing copy
-    u.gather = start_unit_gather(comm_, op.comm, copy.data(), u.secondary_len, target);
-  } else {
-    u.gather = start_unit_gather(comm_, op.comm, u.primary.data(), u.weight_len, target);
+  const bool secondary = op.source == WeightSource::kSecondary;
+  const void* from = secondary ? secondary_copy(op.unit).data() : u.primary.data();  // refuses a stale or missing copy
+  const std::size_t from_len = secondary ? u.secondary_len : u.weight_len;
+  float* compute = reinterpret_cast<float*>(u.compute->data());
+  const std::size_t staging = u.staging ? u.staging->size() : 0;
+  if (op.comm.quant.enabled()) {
+    const auto span = static_cast<std::size_t>(comm_.topology().span(op.comm.first_level, op.comm.last_level));
+    STRATA_CHECK(staging == quantized_gather_bytes(op.comm.quant, from_len, span),
+                 "the schedule stages {} bytes for the quantized gather of unit {}, which needs {}", staging, op.unit,
+                 quantized_gather_bytes(op.comm.quant, from_len, span));
+    u.gather = start_quantized_all_gather(comm_, op.comm.quant, from, wt, from_len, op.comm.first_level,
+                                          op.comm.last_level, u.staging->data(), compute);
+    u.gather_quantized = true;
+    return;
   }
+  STRATA_CHECK(staging == (wt == DType::kF32 ? 0 : u.padded * dtype_size(wt)),
+               "the schedule stages {} bytes for the {} gather of unit {}", staging, dtype_name(wt), op.unit);
+  u.gather = start_unit_gather(comm_, op.comm, from, from_len, u.staging ? static_cast<void*>(u.staging->data()) : static_cast<void*>(compute));
 }
 
 void ShardedEngine::wait_gather(const ScheduleOp& op) {
@@ -179,17 +191,25 @@ void ShardedEngine::wait_gather(const ScheduleOp& op) {
   if (u.gather) {
     u.gather->wait();
     u.gather.reset();
-    if (u.staging) widen_from(reinterpret_cast<float*>(u.compute->data()), u.staging->data(), u.padded, options_.weight_dtype);
+    float* compute = reinterpret_cast<float*>(u.compute->data());
+    if (u.gather_quantized) {
+      // Decoded into fp32; bf16 working weights compute with bf16 values, as unquantized ones do,
+      // so the secondary copy taken from them below is exact.
+      if (options_.weight_dtype == DType::kBF16) round_to_bf16(compute, u.padded);
+    } else if (u.staging) {
+      widen_from(compute, u.staging->data(), u.padded, options_.weight_dtype);
+    }
   }
   u.gather_waited = true;
 }
 
+// From the gathered fp32 copy, the values forward computed with (decoded ones under qwZ), so
+// backward computes with the same weights.
 void ShardedEngine::keep_secondary(const ScheduleOp& op) {
   UnitShard& u = shard(op.unit);
-  STRATA_CHECK(u.gather_waited && u.secondary, "keep_secondary of unit {} without a gathered copy", op.unit);
-  const void* from = u.staging ? static_cast<const void*>(u.staging->data()) : static_cast<const void*>(u.compute->data());
-  const std::size_t e = dtype_size(options_.weight_dtype);
-  std::memcpy(u.secondary->data(), static_cast<const unsigned char*>(from) + u.secondary_offset * e, u.secondary->size());
+  STRATA_CHECK(u.gather_waited && u.secondary && u.compute, "keep_secondary of unit {} without a gathered copy", op.unit);
+  narrow_to(u.secondary->data(), reinterpret_cast<const float*>(u.compute->data()) + u.secondary_offset, u.secondary_len,
+            options_.weight_dtype);
   u.secondary_epoch = epoch_;
 }
 

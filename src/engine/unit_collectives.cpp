@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "comm/hierarchical.hpp"
+#include "comm/quantized.hpp"
 #include "core/bf16.hpp"
 #include "core/error.hpp"
 
@@ -27,9 +28,16 @@ std::size_t piece_of(const Communicator& comm, const CollectiveSpec& spec) {
 class UnitReduction final : public PendingReduction {
  public:
   // fp32 gradients are reduced in place (the buffer is the collective's scratch until finish);
-  // other wire types go through a narrowed copy.
+  // other wire types go through a narrowed copy; quantized ones (qgZ) are quantized from fp32 hop
+  // by hop and summed in fp32, so their piece is fp32.
   UnitReduction(Communicator& comm, const CollectiveSpec& spec, float* gradient, ScratchPool& scratch)
-      : scratch_(scratch), type_(spec.dtype), piece_(piece_of(comm, spec)) {
+      : scratch_(scratch), type_(spec.quant.enabled() ? DType::kF32 : spec.dtype), piece_(piece_of(comm, spec)) {
+    if (spec.quant.enabled()) {
+      out_ = scratch_.acquire(piece_ * sizeof(float), false);
+      request_ = start_quantized_reduce_scatter(comm, spec.quant, gradient, spec.elements, spec.first_level,
+                                                spec.last_level, reinterpret_cast<float*>(out_->data()));
+      return;
+    }
     void* wire = gradient;
     if (type_ != DType::kF32) {
       wire_ = scratch_.acquire(spec.elements * dtype_size(type_), false);
@@ -89,7 +97,8 @@ void widen_from(float* out, const void* in, std::size_t n, DType type) {
 
 std::unique_ptr<CommRequest> start_unit_gather(Communicator& comm, const CollectiveSpec& spec, const void* shard,
                                                std::size_t shard_elements, void* gathered) {
-  STRATA_CHECK(spec.kind == CollectiveKind::kAllGather && !spec.empty(), "a unit gather needs an all-gather spec");
+  STRATA_CHECK(spec.kind == CollectiveKind::kAllGather && !spec.empty() && !spec.quant.enabled(),
+               "a plain unit gather needs an unquantized all-gather spec");
   STRATA_CHECK(piece_of(comm, spec) == shard_elements, "a gather of {} elements over {} ranks from a shard of {}",
                spec.elements, comm.topology().span(spec.first_level, spec.last_level), shard_elements);
   const std::size_t at = shard_offset(comm.topology(), comm.rank(), spec.elements, spec.first_level, spec.last_level);
@@ -119,6 +128,10 @@ void reduce_scatter_replicas(Communicator& comm, const CollectiveSpec& spec, con
 
 void all_reduce_replicas(Communicator& comm, const CollectiveSpec& spec, float* slice, ScratchPool& scratch) {
   STRATA_CHECK(spec.kind == CollectiveKind::kAllReduce && !spec.empty(), "replica all-reduce needs an all-reduce spec");
+  if (spec.quant.enabled()) {
+    quantized_all_reduce(comm, spec.quant, slice, spec.elements, spec.first_level, spec.last_level);
+    return;
+  }
   const DType type = spec.dtype;
   ScratchPool::Buffer wire = scratch.acquire(spec.elements * dtype_size(type), false);
   narrow_to(wire->data(), slice, spec.elements, type);
@@ -137,7 +150,8 @@ void gather_updated(Communicator& comm, const CollectiveSpec& spec, const float*
     narrow_to(primary, master + (primary_offset - master_offset), spec.elements, spec.dtype);
     return;
   }
-  STRATA_CHECK(spec.kind == CollectiveKind::kAllGather, "updated weights travel by all-gather");
+  STRATA_CHECK(spec.kind == CollectiveKind::kAllGather && !spec.quant.enabled(),
+               "updated weights travel by an unquantized all-gather");
   STRATA_CHECK(piece_of(comm, spec) == master_elements, "an updated-weights gather of {} elements from a slice of {}",
                spec.elements, master_elements);
   const std::size_t at = master_offset - primary_offset;

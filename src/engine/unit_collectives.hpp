@@ -1,7 +1,9 @@
 // The collectives of one unit, each issued exactly as its CollectiveSpec says: the weight gather
 // (local shard placed, then gathered), the gradient reduce-scatter (narrowed to the wire dtype,
 // reduced, widened and accumulated in fp32), the boundary replica reductions, and the gather of
-// updated weights. Quantized collectives plug in here, behind the same specs.
+// updated weights. A spec with quantization on takes the quantized path (comm/quantized.hpp)
+// behind the same calls: qgZ for the reductions; qwZ gathers are started by the engine itself,
+// since they decode straight into the compute copy.
 #pragma once
 
 #include <cstddef>

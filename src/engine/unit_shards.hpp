@@ -34,14 +34,17 @@ struct UnitShard {
 
   // Allocated and freed by the schedule's ops.
   ScratchPool::Buffer compute;    // fp32, padded: the gathered unit
-  ScratchPool::Buffer staging;    // working dtype, padded (bf16 only): the gathered unit before widening
+  // Where the gather lands before compute reads it: the quantized blobs of every rank (qwZ), or the
+  // padded working-dtype copy of an unquantized bf16 gather, widened at the wait.
+  ScratchPool::Buffer staging;
   ScratchPool::Buffer secondary;  // secondary_len working-dtype elements
   std::uint64_t secondary_epoch = 0;  // the weight epoch the secondary copy was made at
   ScratchPool::Buffer grad;       // fp32, padded: this micro-batch's unit gradient (sharded gradients)
 
   // Collectives in flight.
   std::unique_ptr<CommRequest> gather;
-  bool gather_waited = false;  // the gathered copy is complete
+  bool gather_quantized = false;  // the gather in flight decodes into `compute` itself
+  bool gather_waited = false;     // the gathered copy is complete
   std::unique_ptr<PendingReduction> reduction;
 };
 

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
 #include <set>
 
 #include "core/error.hpp"
@@ -48,8 +49,12 @@ ShardPlan ShardPlan::preset(std::string_view name, const Topology& t) {
   } else if (name == "zero3") {
     p.weights = p.grads = p.optimizer = world;
   } else if (name == "zeropp") {
+    // ZeRO++ (Wang et al. 2023): qwZ int8 forward gathers, hpZ secondary copy within the node for
+    // the backward gathers, qgZ int4 gradient reduction.
     p.weights = p.grads = p.optimizer = world;
     p.secondary = node < world ? node : kReplicated;  // with one level there is nothing below the world
+    p.quant_weights = QuantBits::kInt8;
+    p.quant_grads = QuantBits::kInt4;
   } else if (name == "mics") {
     p.weights = p.grads = p.optimizer = node;
   } else if (name == "hier3") {
@@ -65,31 +70,93 @@ ShardPlan ShardPlan::preset(std::string_view name, const Topology& t) {
 }
 
 ShardPlan ShardPlan::parse(std::string_view spec, const Topology& t) {
-  if (spec.find('=') == std::string_view::npos) return preset(spec, t);
-  ShardPlan p;
-  p.name = std::string(spec);
-  std::size_t start = 0;
-  std::vector<std::string> seen;
-  while (start <= spec.size()) {
+  std::vector<std::string_view> items;
+  for (std::size_t start = 0;;) {
     const std::size_t comma = spec.find(',', start);
-    const std::string_view item = spec.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    items.push_back(spec.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  ShardPlan p;
+  std::size_t first_override = 0;
+  if (items.front().find('=') == std::string_view::npos) {
+    p = preset(items.front(), t);  // a preset, then overrides
+    first_override = 1;
+  }
+  p.name = std::string(spec);
+  std::vector<std::string> seen;
+  for (std::size_t i = first_override; i < items.size(); ++i) {
+    const std::string_view item = items[i];
     const std::size_t eq = item.find('=');
-    STRATA_REQUIRE(eq != std::string_view::npos, "plan '{}': '{}' must read state=level", spec, item);
+    STRATA_REQUIRE(eq != std::string_view::npos, "plan '{}': '{}' must read key=value{}", spec, item,
+                   i == 0 ? "" : " (only the first item may be a preset name)");
     std::string key(item.substr(0, eq));
     if (key == "optimizer") key = "optim";  // one state, two spellings
     const std::string_view value = item.substr(eq + 1);
     STRATA_REQUIRE(std::find(seen.begin(), seen.end(), key) == seen.end(), "plan '{}': '{}' is given twice", spec, key);
     seen.push_back(key);
+    const std::string what = fmt::format("plan '{}': {}", spec, key);
     if (key == "weights") p.weights = parse_level(value, key, t, spec);
     else if (key == "secondary") p.secondary = parse_level(value, key, t, spec);
     else if (key == "grads") p.grads = parse_level(value, key, t, spec);
     else if (key == "optim") p.optimizer = parse_level(value, key, t, spec);
-    else fail("plan '{}': unknown state '{}' (weights, secondary, grads, optim)", spec, key);
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
+    else if (key == "quant_weights") p.quant_weights = parse_quant_bits(value, what);
+    else if (key == "quant_grads") p.quant_grads = parse_quant_bits(value, what);
+    else if (key == "quant_backward") {
+      if (value == "auto") p.quant_backward = QuantBackward::kAuto;
+      else if (value == "on") p.quant_backward = QuantBackward::kOn;
+      else if (value == "off") p.quant_backward = QuantBackward::kOff;
+      else fail("{}: '{}' must be auto, on or off", what, value);
+    } else if (key == "quant_block" || key == "quant_weights_block" || key == "quant_grads_block") {
+      std::uint64_t block = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), block);
+      STRATA_REQUIRE(ec == std::errc() && end == value.data() + value.size(), "{}: '{}' is not a whole number", what,
+                     value);
+      validate_quant_block(block, what);
+      const bool both = key == "quant_block";
+      STRATA_REQUIRE(!both || (std::find(seen.begin(), seen.end(), "quant_weights_block") == seen.end() &&
+                               std::find(seen.begin(), seen.end(), "quant_grads_block") == seen.end()),
+                     "plan '{}': quant_block sets both block sizes; give it or quant_weights_block and "
+                     "quant_grads_block, not both",
+                     spec);
+      STRATA_REQUIRE(both || std::find(seen.begin(), seen.end(), "quant_block") == seen.end(),
+                     "plan '{}': quant_block sets both block sizes; give it or {}, not both", spec, key);
+      if (both || key == "quant_weights_block") p.quant_weights_block = static_cast<std::uint32_t>(block);
+      if (both || key == "quant_grads_block") p.quant_grads_block = static_cast<std::uint32_t>(block);
+    } else if (key == "quant") {
+      STRATA_REQUIRE(value == "none", "{}: only quant=none (both off) is a shorthand; set quant_weights and "
+                                      "quant_grads to turn quantization on", what);
+      STRATA_REQUIRE(std::find(seen.begin(), seen.end(), "quant_weights") == seen.end() &&
+                         std::find(seen.begin(), seen.end(), "quant_grads") == seen.end(),
+                     "plan '{}': quant=none and quant_weights or quant_grads contradict each other", spec);
+      p.quant_weights = p.quant_grads = QuantBits::kNone;
+      p.quant_backward = QuantBackward::kAuto;
+    } else {
+      fail("plan '{}': unknown key '{}' (weights, secondary, grads, optim, quant_weights, quant_grads, "
+           "quant_backward, quant_block, quant_weights_block, quant_grads_block, quant)",
+           spec, key);
+    }
   }
   p.validate(t);
   return p;
+}
+
+bool ShardPlan::quantizes_backward() const {
+  if (quant_weights == QuantBits::kNone) return false;
+  if (quant_backward == QuantBackward::kAuto) return !has_secondary();
+  return quant_backward == QuantBackward::kOn;
+}
+
+// Off is one value ({none, 0}), so specs of unquantized collectives compare equal whatever the
+// plan's block size.
+QuantFormat ShardPlan::weight_quant(bool backward) const {
+  if (quant_weights == QuantBits::kNone || (backward && !quantizes_backward())) return {QuantBits::kNone, 0};
+  return {quant_weights, quant_weights_block};
+}
+
+QuantFormat ShardPlan::grad_quant() const {
+  if (quant_grads == QuantBits::kNone) return {QuantBits::kNone, 0};
+  return {quant_grads, quant_grads_block};
 }
 
 void ShardPlan::validate(const Topology& t) const {
@@ -110,11 +177,25 @@ void ShardPlan::validate(const Topology& t) const {
                    "weights ({}), or it saves no traffic",
                    name, level_label(t, secondary), level_label(t, weights));
   }
+  STRATA_REQUIRE(quant_weights == QuantBits::kNone || weights != kReplicated,
+                 "plan '{}': quant_weights needs partitioned weights (replicated weights are never gathered)", name);
+  STRATA_REQUIRE(quant_backward != QuantBackward::kOn || quant_weights != QuantBits::kNone,
+                 "plan '{}': quant_backward=on needs quant_weights", name);
+  validate_quant_block(quant_weights_block, fmt::format("plan '{}': quant_weights_block", name));
+  validate_quant_block(quant_grads_block, fmt::format("plan '{}': quant_grads_block", name));
 }
 
 std::string ShardPlan::describe(const Topology& t) const {
-  return fmt::format("weights={} secondary={} grads={} optim={}", level_label(t, weights), level_label(t, secondary),
-                     level_label(t, grads), level_label(t, optimizer));
+  std::string out = fmt::format("weights={} secondary={} grads={} optim={}", level_label(t, weights),
+                                level_label(t, secondary), level_label(t, grads), level_label(t, optimizer));
+  if (quantized()) {
+    out += fmt::format(" quant weights={}{} grads={}", describe_quant(weight_quant(false)),
+                       quant_weights == QuantBits::kNone ? ""
+                       : quantizes_backward()             ? " (forward and backward)"
+                                                          : " (forward)",
+                       describe_quant(grad_quant()));
+  }
+  return out;
 }
 
 namespace {
@@ -192,11 +273,15 @@ std::vector<std::pair<Role, Role>> distinct_roles(std::string_view preset) {
   return {};
 }
 
+// "hier3" of "hier3,quant_grads=int4".
+std::string preset_base(const std::string& name) { return name.substr(0, name.find(',')); }
+
 bool is_preset(const ShardPlan& p, const Topology& t) {
   const auto names = ShardPlan::preset_names();
-  if (std::find(names.begin(), names.end(), p.name) == names.end()) return false;
+  const std::string base = preset_base(p.name);
+  if (std::find(names.begin(), names.end(), base) == names.end()) return false;
   // A plan built by hand under a preset's name is judged as the explicit plan it is.
-  const ShardPlan q = ShardPlan::preset(p.name, t);
+  const ShardPlan q = ShardPlan::preset(base, t);
   return q.weights == p.weights && q.secondary == p.secondary && q.grads == p.grads && q.optimizer == p.optimizer;
 }
 
@@ -234,7 +319,7 @@ std::vector<std::string> collapse_reasons(std::string_view preset, const Topolog
 PlanResolution resolve_plan(const ShardPlan& plan, const Topology& t) {
   PlanResolution r{without_useless_secondary(plan, t), ""};
   const bool preset = is_preset(plan, t);
-  std::vector<std::string> reasons = preset ? collapse_reasons(plan.name, t) : std::vector<std::string>{};
+  std::vector<std::string> reasons = preset ? collapse_reasons(preset_base(plan.name), t) : std::vector<std::string>{};
   const bool degenerate = !reasons.empty();
   if (secondary_duplicates_weights(plan, t)) {
     reasons.push_back(fmt::format("the secondary copy at {} spans as many ranks as the weights at {}, so it would "
@@ -248,7 +333,7 @@ PlanResolution resolve_plan(const ShardPlan& plan, const Topology& t) {
     const Spans spans = spans_of(r.plan, t);
     std::string match;
     for (const auto& name : ShardPlan::preset_names()) {
-      if (name != plan.name && spans_of(without_useless_secondary(ShardPlan::preset(name, t), t), t) == spans) {
+      if (name != preset_base(plan.name) && spans_of(without_useless_secondary(ShardPlan::preset(name, t), t), t) == spans) {
         match = name;
         break;
       }

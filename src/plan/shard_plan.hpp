@@ -1,6 +1,7 @@
 // Where each model state is partitioned: working weights (primary), an optional secondary
 // weight copy (hpZ), gradients and optimizer state, each at a topology level (or replicated).
-// Every known method is a preset of this one object. A plan is validated against a topology
+// Every known method is a preset of this one object, and so are the ZeRO++ quantized collectives
+// (qwZ for weight gathers, qgZ for gradient reductions). A plan is validated against a topology
 // when it is made and refuses a bad combination with a sentence naming the rule.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "quant/quant_format.hpp"
 #include "topo/topology.hpp"
 
 namespace strata {
@@ -16,18 +18,40 @@ namespace strata {
 // ranks); kReplicated means every rank holds it whole.
 constexpr int kReplicated = -1;
 
+// Whether the backward weight gathers are quantized too. kAuto: yes when backward gathers from
+// the primary shard (the same blocks as forward, so backward computes with exactly the weights
+// forward used), no when it gathers from an hpZ secondary copy, which already holds the
+// forward's dequantized weights and would only be quantized a second time.
+enum class QuantBackward { kAuto, kOn, kOff };
+
 struct ShardPlan {
   std::string name = "custom";
   int weights = kReplicated;    // primary working weights
   int secondary = kReplicated;  // hpZ copy kept between forward and backward (kReplicated: none)
   int grads = kReplicated;
   int optimizer = kReplicated;  // fp32 master weights and Adam moments
+  // Quantized collectives: weight gathers (forward, and backward as quant_backward says) and every
+  // gradient reduction (per micro-batch and at the step boundary) move blocks of elements as
+  // int8/int4 codes plus one fp32 scale each. The update's gather never is.
+  QuantBits quant_weights = QuantBits::kNone;
+  QuantBackward quant_backward = QuantBackward::kAuto;
+  QuantBits quant_grads = QuantBits::kNone;
+  std::uint32_t quant_weights_block = kDefaultWeightQuantBlock;
+  std::uint32_t quant_grads_block = kDefaultGradQuantBlock;
 
   bool has_secondary() const { return secondary != kReplicated; }
+  bool quantizes_backward() const;
+  // The format of the forward (backward: false) or backward weight gathers; {none, 0} when off.
+  QuantFormat weight_quant(bool backward) const;
+  QuantFormat grad_quant() const;
+  bool quantized() const { return quant_weights != QuantBits::kNone || quant_grads != QuantBits::kNone; }
 
-  // A preset name (ddp, zero1, zero2, zero3, zeropp, mics, hier3) or an explicit list such as
-  // "weights=gcd,grads=node,optim=world,secondary=none" (levels by name, "world" or "none";
-  // an omitted state is replicated).
+  // A preset name (ddp, zero1, zero2, zero3, zeropp, mics, hier3), optionally followed by
+  // overrides ("hier3,quant_weights=int8,quant_grads=int4", "zeropp,quant=none"), or an explicit
+  // list such as "weights=gcd,grads=node,optim=world,secondary=none" (levels by name, "world" or
+  // "none"; an omitted state is replicated). Quantization keys: quant_weights=none|int8|int4,
+  // quant_grads=none|int8|int4, quant_backward=auto|on|off, quant_weights_block=N,
+  // quant_grads_block=N, quant_block=N (both blocks), quant=none (both off).
   static ShardPlan parse(std::string_view spec, const Topology& topology);
   static ShardPlan preset(std::string_view name, const Topology& topology);
   static std::vector<std::string> preset_names();
@@ -35,7 +59,8 @@ struct ShardPlan {
   // Throws strata::Error naming the violated rule.
   void validate(const Topology& topology) const;
 
-  // "weights=gcd(2) grads=gpu(8) optim=node(16) secondary=none"
+  // "weights=gcd(2) grads=gpu(8) optim=node(16) secondary=none", then the quantization if any:
+  // " quant weights=int8/256 (forward) grads=int4/64"
   std::string describe(const Topology& topology) const;
 };
 

@@ -29,6 +29,7 @@ class Builder {
     updated_.assign(units, -1);
     kept_.assign(units, -1);
     secondary_read_.assign(units, -1);
+    gathered_live_.assign(units, 0);
   }
 
   StepSchedule build() {
@@ -89,12 +90,20 @@ class Builder {
   bool is_block(int unit) const { return in_.layout->unit(static_cast<std::size_t>(unit)).kind == UnitKind::kBlock; }
   bool secondary_in_use() const { return plan_.weights != kReplicated && plan_.has_secondary(); }
 
-  // The fp32 compute copy, plus the staging copy the gather lands in when it moves bf16; nothing
-  // for fp32 weights held whole (compute reads the primary in place).
-  std::uint64_t gathered_bytes(int unit) const {
+  // The fp32 compute copy, plus the staging area the gather lands in: the blobs of a quantized
+  // gather, or the narrow copy of an unquantized bf16 one. Nothing for fp32 weights held whole
+  // (compute reads the primary in place).
+  std::uint64_t gathered_bytes(int unit, const CollectiveSpec& gather) const {
     const bool narrow = in_.weight_dtype != DType::kF32;
     if (plan_.weights == kReplicated && !narrow) return 0;
-    return numel(unit) * sizeof(float) + (narrow && plan_.weights != kReplicated ? weight_bytes(numel(unit)) : 0);
+    std::uint64_t staging = 0;
+    if (gather.quant.enabled()) {
+      const auto span = static_cast<std::size_t>(in_.topology->span(gather.first_level, gather.last_level));
+      staging = span * quantized_bytes(gather.quant, numel(unit) / span);
+    } else if (narrow && plan_.weights != kReplicated) {
+      staging = weight_bytes(numel(unit));
+    }
+    return numel(unit) * sizeof(float) + staging;
   }
   std::uint64_t secondary_bytes(int unit) const { return weight_bytes(numel(unit) / span(plan_.secondary)); }
 
@@ -132,15 +141,16 @@ class Builder {
 
   // ---- gathers ------------------------------------------------------------------------------
 
-  int gather_start(int micro, int unit, WeightSource source) {
+  int gather_start(int micro, int unit, WeightSource source, bool backward) {
     ScheduleOp op = make(OpKind::kGatherStart, micro, unit);
     op.source = source;
     if (plan_.weights != kReplicated) {
       const int last = source == WeightSource::kSecondary ? plan_.secondary : plan_.weights;
-      op.comm = {CollectiveKind::kAllGather, 0, last, numel(unit), in_.weight_dtype};
+      op.comm = {CollectiveKind::kAllGather, 0, last, numel(unit), in_.weight_dtype, plan_.weight_quant(backward)};
     }
-    if (const std::uint64_t b = gathered_bytes(unit); b > 0) op.alloc.push_back({BufferKind::kGathered, unit, b});
     const auto u = static_cast<std::size_t>(unit);
+    gathered_live_[u] = gathered_bytes(unit, op.comm);
+    if (gathered_live_[u] > 0) op.alloc.push_back({BufferKind::kGathered, unit, gathered_live_[u]});
     op.deps = {released_[u]};  // one gathered buffer per unit: the previous copy must be gone
     if (source == WeightSource::kSecondary) {
       STRATA_CHECK(kept_[u] >= 0, "a gather from the secondary copy of unit {} before it was kept", unit);
@@ -166,7 +176,9 @@ class Builder {
   int release(int micro, int unit, std::vector<int> deps) {
     ScheduleOp op = make(OpKind::kRelease, micro, unit);
     op.deps = std::move(deps);
-    if (const std::uint64_t b = gathered_bytes(unit); b > 0) op.free.push_back({BufferKind::kGathered, unit, b});
+    if (const std::uint64_t b = gathered_live_[static_cast<std::size_t>(unit)]; b > 0) {
+      op.free.push_back({BufferKind::kGathered, unit, b});
+    }
     const int id = add(op);
     released_[static_cast<std::size_t>(unit)] = id;
     return id;
@@ -230,7 +242,7 @@ class Builder {
     const auto stages = forward_stages();
     std::vector<int> pending;
     auto start_stage = [&](const Stage& st) {
-      for (int u : st.units) pending.push_back(gather_start(micro, u, WeightSource::kPrimary));
+      for (int u : st.units) pending.push_back(gather_start(micro, u, WeightSource::kPrimary, false));
     };
     start_stage(stages[0]);
     for (std::size_t i = 0; i < stages.size(); ++i) {
@@ -273,7 +285,7 @@ class Builder {
   void reduce_scatter_start(int micro, int unit, int backward) {
     if (!s_.grads_partitioned) return;
     ScheduleOp op = make(OpKind::kReduceScatterStart, micro, unit);
-    op.comm = {CollectiveKind::kReduceScatter, 0, plan_.grads, numel(unit), in_.grad_dtype};
+    op.comm = {CollectiveKind::kReduceScatter, 0, plan_.grads, numel(unit), in_.grad_dtype, plan_.grad_quant()};
     op.deps = {backward};
     in_flight_.push_back(add(op));
   }
@@ -307,7 +319,7 @@ class Builder {
     const int layers = lay.config().n_layer;
     int pending = -1;
     auto start = [&](int l) {
-      if (l >= 0) pending = gather_start(micro, static_cast<int>(lay.block_unit(l)), source);
+      if (l >= 0) pending = gather_start(micro, static_cast<int>(lay.block_unit(l)), source, true);
     };
     start(layers - 1);
     for (int l = layers - 1; l >= 0; --l) {
@@ -337,14 +349,14 @@ class Builder {
       if (plan_.optimizer > plan_.grads) {
         ScheduleOp op = make(OpKind::kReduceScatterReplicas, -1, u);
         op.comm = {CollectiveKind::kReduceScatter, plan_.grads + 1, plan_.optimizer, numel(u) / span(plan_.grads),
-                   in_.grad_dtype};
+                   in_.grad_dtype, plan_.grad_quant()};
         op.deps = {grad_writer_[uu]};
         grad_writer_[uu] = add(op);
       }
       if (plan_.optimizer < top_) {
         ScheduleOp op = make(OpKind::kAllReduceReplicas, -1, u);
         op.comm = {CollectiveKind::kAllReduce, plan_.optimizer + 1, top_, numel(u) / span(plan_.optimizer),
-                   in_.grad_dtype};
+                   in_.grad_dtype, plan_.grad_quant()};
         op.deps = {grad_writer_[uu]};
         grad_writer_[uu] = add(op);
       }
@@ -363,7 +375,8 @@ class Builder {
       const int step_id = add(step);
       ScheduleOp ag = make(OpKind::kGatherUpdated, -1, u);
       // Empty (no levels) when the optimizer slice already covers the primary shard; the spec
-      // still says what lands there.
+      // still says what lands there. Never quantized: it writes the primary shard itself, and
+      // quantizing it would make the rounding permanent.
       ag.comm = {CollectiveKind::kAllGather, plan_.weights + 1, plan_.optimizer, numel(u) / span(plan_.weights),
                  in_.weight_dtype};
       // Overwrites the primary shard: every gather that reads it must have finished.
@@ -390,6 +403,7 @@ class Builder {
   std::vector<int> updated_;        // per unit: the last update of its primary shard
   std::vector<int> kept_;           // per unit: the last keep_secondary
   std::vector<int> secondary_read_; // per unit: the last gather wait that read the secondary copy
+  std::vector<std::uint64_t> gathered_live_;  // per unit: bytes its last gather allocated
   std::vector<bool> grad_open_;     // per unit: a unit-gradient buffer of this micro-batch is live
   std::vector<int> in_flight_;      // reduce-scatter starts not yet waited for
 };

@@ -45,37 +45,86 @@ std::vector<std::uint64_t> TrafficFormula::per_step(int grad_accum) const {
   return out;
 }
 
+namespace {
+
+// Bytes of a block-quantized run of s elements: int codes at `bits` each, rounded up to a byte,
+// plus one 4-byte scale per started block of B.
+std::uint64_t blob_bytes(std::uint64_t s, std::uint64_t bits, std::uint64_t block) {
+  return (s * bits + 7) / 8 + 4 * ((s + block - 1) / block);
+}
+
+// A quantized all-gather of n elements over [first, last], at level l: every rank's piece of
+// n / span(first..last) travels as one blob; at level l a rank sends the blobs it holds by then
+// (those of span(l+1..last) ranks) to each of its f_l - 1 peers.
+std::uint64_t quant_gather_bytes(const Topology& t, int first, int last, int l, std::uint64_t n, std::uint64_t bits,
+                                 std::uint64_t block) {
+  if (l < first || l > last) return 0;
+  const auto f = static_cast<std::uint64_t>(t.level(l).fanout);
+  const auto span = static_cast<std::uint64_t>(t.span(first, last));
+  const auto inner = static_cast<std::uint64_t>(t.span(first, l));
+  return (f - 1) * blob_bytes(n / span, bits, block) * (span / inner);
+}
+
+// A quantized reduce-scatter (one all-to-all per level) of n elements over [first, last], at
+// level l: the chunk bound for each of the f_l - 1 peers is n / span(first..l) elements, one blob.
+std::uint64_t quant_reduce_bytes(const Topology& t, int first, int last, int l, std::uint64_t n, std::uint64_t bits,
+                                 std::uint64_t block) {
+  if (l < first || l > last) return 0;
+  const auto f = static_cast<std::uint64_t>(t.level(l).fanout);
+  return (f - 1) * blob_bytes(n / static_cast<std::uint64_t>(t.span(first, l)), bits, block);
+}
+
+}  // namespace
+
 TrafficFormula traffic_formula(const ModelLayout& layout, const ShardPlan& plan, const Topology& t,
                                DType weight_dtype, DType grad_dtype) {
   const auto padded = padded_unit_sizes(layout, t);
   const int levels = t.level_count(), top = levels - 1;
   const std::uint64_t ew = dtype_size(weight_dtype), eg = dtype_size(grad_dtype);
-  std::uint64_t all = 0, blocks = 0;
-  for (std::size_t u = 0; u < padded.size(); ++u) {
-    all += padded[u];
-    if (layout.unit(u).kind == UnitKind::kBlock) blocks += padded[u];
-  }
-  const std::uint64_t embedding = padded[ModelLayout::kEmbeddingUnit];
-  const std::uint64_t final_norm = padded[layout.final_norm_unit()];
   const auto sg = static_cast<std::uint64_t>(t.span(plan.grads));
   const auto so = static_cast<std::uint64_t>(t.span(plan.optimizer));
   const auto sw = static_cast<std::uint64_t>(t.span(plan.weights));
+  const std::uint64_t wblock = plan.quant_weights_block, gblock = plan.quant_grads_block;
+  const auto wbits = static_cast<std::uint64_t>(plan.quant_weights);
+  const auto gbits = static_cast<std::uint64_t>(plan.quant_grads);
+  // Backward gathers are quantized unless the plan says off, or (auto) they read an hpZ copy.
+  const bool backward_quant = wbits > 0 && (plan.quant_backward == QuantBackward::kOn ||
+                                            (plan.quant_backward == QuantBackward::kAuto && !plan.has_secondary()));
+  const int backward_last = plan.has_secondary() ? plan.secondary : plan.weights;
+
+  // Every per-unit figure is summed unit by unit: quantized sizes are not linear in n (scales per
+  // started block).
+  auto gather = [&](int last, int l, std::uint64_t n, bool quant) {
+    return quant ? quant_gather_bytes(t, 0, last, l, n, wbits, wblock) : level_bytes(t, 0, last, l, n, ew);
+  };
+  auto reduce = [&](int first, int last, int l, std::uint64_t n) {
+    return gbits > 0 ? quant_reduce_bytes(t, first, last, l, n, gbits, gblock) : level_bytes(t, first, last, l, n, eg);
+  };
+  auto all_reduce = [&](int first, int last, int l, std::uint64_t n) {
+    return gbits > 0 ? quant_reduce_bytes(t, first, last, l, n, gbits, gblock) +
+                           quant_gather_bytes(t, first, last, l, n, gbits, gblock)
+                     : 2 * level_bytes(t, first, last, l, n, eg);
+  };
 
   TrafficFormula f{std::vector<std::uint64_t>(static_cast<std::size_t>(levels), 0),
                    std::vector<std::uint64_t>(static_cast<std::size_t>(levels), 0)};
   for (int l = 0; l < levels; ++l) {
-    std::uint64_t micro = 0;
-    if (plan.weights != kReplicated) {
-      micro += level_bytes(t, 0, plan.weights, l, 2 * embedding + blocks + final_norm, ew);
-      const int backward_last = plan.has_secondary() ? plan.secondary : plan.weights;
-      micro += level_bytes(t, 0, backward_last, l, blocks, ew);
+    std::uint64_t micro = 0, boundary = 0;
+    for (std::size_t u = 0; u < padded.size(); ++u) {
+      const std::uint64_t n = padded[u];
+      const bool is_block = layout.unit(u).kind == UnitKind::kBlock;
+      if (plan.weights != kReplicated) {
+        // Forward: the embedding twice (lookup and tied head), every other unit once.
+        const std::uint64_t forward_gathers = u == ModelLayout::kEmbeddingUnit ? 2 : 1;
+        micro += forward_gathers * gather(plan.weights, l, n, wbits > 0);
+        if (is_block) micro += gather(backward_last, l, n, backward_quant);
+      }
+      if (plan.grads != kReplicated) micro += reduce(0, plan.grads, l, n);
+      boundary += reduce(plan.grads + 1, plan.optimizer, l, n / sg);
+      boundary += all_reduce(plan.optimizer + 1, top, l, n / so);
+      boundary += level_bytes(t, plan.weights + 1, plan.optimizer, l, n / sw, ew);
     }
-    if (plan.grads != kReplicated) micro += level_bytes(t, 0, plan.grads, l, all, eg);
     f.micro_batch[static_cast<std::size_t>(l)] = micro;
-
-    std::uint64_t boundary = level_bytes(t, plan.grads + 1, plan.optimizer, l, all / sg, eg);
-    boundary += 2 * level_bytes(t, plan.optimizer + 1, top, l, all / so, eg);
-    boundary += level_bytes(t, plan.weights + 1, plan.optimizer, l, all / sw, ew);
     f.boundary[static_cast<std::size_t>(l)] = boundary;
   }
   return f;

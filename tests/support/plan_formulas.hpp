@@ -40,7 +40,8 @@ struct TrafficFormula {
 // the weight levels), a reduce-scatter of every unit's gradient over the gradient levels. Per
 // step: reduce-scatter over the levels between gradient and optimizer, all-reduce above the
 // optimizer, all-gather of the updated weights over the levels between weights and optimizer.
-// Received bytes equal sent bytes for all of these.
+// Received bytes equal sent bytes for all of these. Quantized collectives (the plan's qwZ and
+// qgZ) move blobs: codes plus 4 bytes per started block of each piece.
 TrafficFormula traffic_formula(const ModelLayout& layout, const ShardPlan& plan, const Topology& t,
                                DType weight_dtype, DType grad_dtype);
 

@@ -32,6 +32,14 @@ std::vector<std::string> plans_for(const Topology& t) {
     plans.push_back("weights=world,secondary=" + t.level(0).name + ",grads=world,optim=world");
     plans.push_back("weights=world,grads=" + t.level(0).name + ",optim=" + t.level(0).name);
   }
+  // Quantized collectives (zeropp already is): every gradient reduction kind (the all-reduce of
+  // ddp and the boundary reduce-scatter of hier3 included), backward gathers on and off, a block
+  // small enough that units hold many blocks and partial ones.
+  plans.push_back("hier3,quant_weights=int8,quant_grads=int4");
+  plans.push_back("zero3,quant_weights=int8,quant_grads=int8,quant_block=64");
+  plans.push_back("ddp,quant_grads=int4,quant_block=100");
+  plans.push_back("zeropp,quant_backward=on");
+  plans.push_back("zero3,quant_weights=int4,quant_backward=off");
   return plans;
 }
 

@@ -4,11 +4,13 @@
 
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "support/error_text.hpp"
 #include "topo/topology.hpp"
 #include "support/plan_formulas.hpp"
+#include "comm/collective_spec.hpp"
 #include "plan/shard_plan.hpp"
 
 namespace strata {
@@ -81,7 +83,9 @@ TEST(ShardPlanTest, PresetsFollowTheDesignTable) {
   const Topology f = Topology::preset("frontier", 16);
   const ShardPlan hier3 = ShardPlan::preset("hier3", f);
   EXPECT_EQ(hier3.describe(f), "weights=gcd(2) secondary=none grads=gpu(8) optim=node(16)");
-  EXPECT_EQ(ShardPlan::preset("zeropp", f).describe(f), "weights=node(16) secondary=gpu(8) grads=node(16) optim=node(16)");
+  EXPECT_EQ(ShardPlan::preset("zeropp", f).describe(f),
+            "weights=node(16) secondary=gpu(8) grads=node(16) optim=node(16) quant weights=int8/256 (forward) "
+            "grads=int4/64");
   EXPECT_EQ(ShardPlan::preset("mics", f).describe(f), "weights=gpu(8) secondary=none grads=gpu(8) optim=gpu(8)");
   EXPECT_EQ(ShardPlan::preset("zero1", f).describe(f), "weights=none secondary=none grads=none optim=node(16)");
   // On dgx the innermost level is already the node level.
@@ -102,8 +106,86 @@ TEST(ShardPlanTest, RefusesBadPlansNamingTheRule) {
   EXPECT_NE(error_of([&] { ShardPlan::parse("weights=rack", f); }).find("is not a level of topology"), std::string::npos);
   EXPECT_NE(error_of([&] { ShardPlan::parse("weights=gcd,weights=gpu", f); }).find("given twice"), std::string::npos);
   EXPECT_NE(error_of([&] { ShardPlan::parse("optim=gcd,optimizer=node", f); }).find("given twice"), std::string::npos);
-  EXPECT_NE(error_of([&] { ShardPlan::parse("gradients=gcd", f); }).find("unknown state"), std::string::npos);
+  EXPECT_NE(error_of([&] { ShardPlan::parse("gradients=gcd", f); }).find("unknown key 'gradients'"), std::string::npos);
   EXPECT_NE(error_of([&] { ShardPlan::parse("zero4", f); }).find("unknown plan"), std::string::npos);
+}
+
+// ZeRO++'s quantized collectives are options of any plan: on in zeropp, off elsewhere unless asked.
+TEST(ShardPlanTest, QuantizationIsAnOptionOfEveryPlan) {
+  const Topology f = Topology::preset("frontier", 16);
+  const ShardPlan zeropp = ShardPlan::preset("zeropp", f);
+  EXPECT_EQ(zeropp.weight_quant(false), (QuantFormat{QuantBits::kInt8, kDefaultWeightQuantBlock}));
+  // Its backward gathers read the hpZ copy, which already holds the forward's decoded weights.
+  EXPECT_FALSE(zeropp.weight_quant(true).enabled());
+  EXPECT_EQ(zeropp.grad_quant(), (QuantFormat{QuantBits::kInt4, kDefaultGradQuantBlock}));
+  EXPECT_FALSE(ShardPlan::preset("hier3", f).quantized());
+
+  const ShardPlan hier3q = ShardPlan::parse("hier3,quant_weights=int8,quant_grads=int4,quant_block=4096", f);
+  const ShardPlan hier3 = ShardPlan::preset("hier3", f);
+  EXPECT_EQ(std::tie(hier3q.weights, hier3q.secondary, hier3q.grads, hier3q.optimizer),
+            std::tie(hier3.weights, hier3.secondary, hier3.grads, hier3.optimizer));
+  EXPECT_EQ(hier3q.weight_quant(false), (QuantFormat{QuantBits::kInt8, 4096}));
+  EXPECT_EQ(hier3q.grad_quant(), (QuantFormat{QuantBits::kInt4, 4096}));
+  const ShardPlan blocks = ShardPlan::parse("zeropp,quant_weights_block=1024,quant_grads_block=32", f);
+  EXPECT_EQ(blocks.weight_quant(false).block, 1024u);
+  EXPECT_EQ(blocks.grad_quant().block, 32u);
+  // Without a secondary copy backward gathers the primary again: quantized alike (auto), so it
+  // computes with the very weights forward used.
+  EXPECT_EQ(hier3q.weight_quant(true), hier3q.weight_quant(false));
+  EXPECT_FALSE(ShardPlan::parse("hier3,quant_weights=int8,quant_backward=off", f).weight_quant(true).enabled());
+  EXPECT_TRUE(ShardPlan::parse("zeropp,quant_backward=on", f).weight_quant(true).enabled());
+  const ShardPlan off = ShardPlan::parse("zeropp,quant=none", f);
+  EXPECT_FALSE(off.quantized());
+  EXPECT_EQ(off.secondary, zeropp.secondary);
+  // Off is one value, whatever the block size, so unquantized collective specs compare equal.
+  EXPECT_EQ(ShardPlan::parse("zero3,quant_block=64", f).grad_quant(), ShardPlan::preset("zero3", f).grad_quant());
+  EXPECT_EQ(ShardPlan::parse("weights=node,grads=node,optim=node,quant_grads=int8", f).grad_quant().bits, QuantBits::kInt8);
+}
+
+TEST(ShardPlanTest, RefusesBadQuantizationNamingTheRule) {
+  const Topology f = Topology::preset("frontier", 16);
+  auto refuses = [&](const char* spec, const char* words) {
+    const std::string e = error_of([&] { ShardPlan::parse(spec, f); });
+    EXPECT_NE(e.find(words), std::string::npos) << spec << ": " << e;
+  };
+  refuses("ddp,quant_weights=int8", "quant_weights needs partitioned weights");
+  refuses("zero3,quant_backward=on", "quant_backward=on needs quant_weights");
+  refuses("zero3,quant_backward=maybe", "must be auto, on or off");
+  refuses("zero3,quant_grads=int2", "'int2' is not a quantization (int8, int4 or none)");
+  refuses("zero3,quant_block=7", "must be even and between 16 and");
+  refuses("zero3,quant_block=4096x", "is not a whole number");
+  refuses("zero3,quant_block=0", "must be even");
+  refuses("zeropp,quant=int8", "only quant=none");
+  refuses("zero3,quant_grads=int4,quant=none", "contradict");
+  refuses("zeropp,zero3", "only the first item may be a preset name");
+  refuses("zeropp,quant_block=128,quant_grads_block=64", "quant_block sets both block sizes");
+  refuses("zeropp,quant_weights_block=128,quant_block=64", "quant_block sets both block sizes");
+  refuses("zeropp,quant_grads_block=30000000", "must be even and between");
+  refuses("zeropp,quant_grads=int8,quant_grads=int4", "given twice");
+}
+
+// Quantized collectives move one blob per piece: codes plus a 4-byte scale per started block.
+// Hand-derived on gcd:2,gpu:3,node:2 (12 ranks) for 12000 elements in blocks of 256.
+TEST(CollectiveSpecTest, QuantizedBytesPerLevelByHand) {
+  const Topology t = Topology::parse("gcd:2,gpu:3,node:2", 12);
+  const QuantFormat int8{QuantBits::kInt8, 256}, int4{QuantBits::kInt4, 256};
+  // All-gather: each piece is 1000 elements = 1000 code bytes + 4 blocks x 4 = 1016 bytes. Outermost
+  // first: node sends its 1 blob to 1 peer, gpu its 2 blobs to 2 peers, gcd its 6 blobs to 1.
+  const CollectiveSpec gather{CollectiveKind::kAllGather, 0, 2, 12000, DType::kF32, int8};
+  EXPECT_EQ(collective_bytes_by_level(t, gather), (std::vector<std::uint64_t>{6 * 1016, 2 * 2 * 1016, 1016}));
+  // Reduce-scatter, innermost first: gcd chunks of 6000 (3000 + 24 x 4 = 3096 bytes) to 1 peer,
+  // gpu chunks of 2000 (1000 + 8 x 4 = 1032) to 2 peers, node chunks of 1000 (500 + 4 x 4 = 516).
+  const CollectiveSpec reduce{CollectiveKind::kReduceScatter, 0, 2, 12000, DType::kF32, int4};
+  EXPECT_EQ(collective_bytes_by_level(t, reduce), (std::vector<std::uint64_t>{3096, 2 * 1032, 516}));
+  // An all-reduce is the two; an odd piece of int4 takes a last half byte.
+  const CollectiveSpec all{CollectiveKind::kAllReduce, 1, 1, 3 * 333, DType::kF32, int4};
+  // Reduce: chunks of 333 (167 + 2 x 4 = 175) to 2 peers; gather: the 175-byte piece to 2 peers.
+  EXPECT_EQ(collective_bytes_by_level(t, all), (std::vector<std::uint64_t>{0, 2 * 175 + 2 * 175, 0}));
+  EXPECT_EQ(collective_calls_by_level(t, all), (std::vector<std::uint64_t>{0, 2, 0}));
+  EXPECT_EQ(describe_collective(t, reduce), "reduce-scatter over gcd..node of 12000 f32 as int4/256");
+  // The unquantized count is unchanged by the spec's new field.
+  const CollectiveSpec plain{CollectiveKind::kAllGather, 0, 2, 12000, DType::kBF16};
+  EXPECT_EQ(collective_bytes_by_level(t, plain), (std::vector<std::uint64_t>{6000 * 2, 2 * 2000 * 2, 1000 * 2}));
 }
 
 // A model whose units are all the same size makes the hand derivation short.

@@ -100,6 +100,7 @@ MPI_Datatype MpiCommunicator::mpi_type(DType type) const {
     case DType::kF64: return MPI_DOUBLE;
     case DType::kI32: return MPI_INT;
     case DType::kBF16: return bf16_type_.get();
+    case DType::kU8: return MPI_BYTE;
   }
   fail("no MPI type for {}", dtype_name(type));
 }
@@ -109,7 +110,10 @@ std::uint64_t MpiCommunicator::peer_volume(std::size_t count, DType type, int le
   return (topology_.level(level).fanout - 1ULL) * count * dtype_size(type);
 }
 
-MPI_Op MpiCommunicator::sum_op(DType type) const { return type == DType::kBF16 ? bf16_sum_.get() : MPI_SUM; }
+MPI_Op MpiCommunicator::sum_op(DType type) const {
+  STRATA_CHECK(type != DType::kU8, "a sum of raw bytes (quantized blobs are summed after decoding)");
+  return type == DType::kBF16 ? bf16_sum_.get() : MPI_SUM;
+}
 
 void MpiCommunicator::all_gather(void* buffer, std::size_t count, DType type, int level) {
   const double start = MPI_Wtime();
@@ -155,6 +159,16 @@ void MpiCommunicator::all_to_all(const void* send, void* recv, std::size_t count
   mpi_check(MPI_Alltoall(send, n, mpi_type(type), recv, n, mpi_type(type), level_comm(level)), "MPI_Alltoall");
   const std::uint64_t bytes = peer_volume(count, type, level);
   meter_.record(level, bytes, bytes, MPI_Wtime() - start);
+}
+
+std::unique_ptr<CommRequest> MpiCommunicator::start_all_to_all(const void* send, void* recv, std::size_t count,
+                                                               DType type, int level) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int n = checked_count(count, "all-to-all");
+  mpi_check(MPI_Ialltoall(send, n, mpi_type(type), recv, n, mpi_type(type), level_comm(level), &request),
+            "MPI_Ialltoall");
+  const std::uint64_t bytes = peer_volume(count, type, level);
+  return std::make_unique<MpiRequest>(request, meter_, meter_.phase(), level, bytes, "MPI_Wait (all-to-all)");
 }
 
 void MpiCommunicator::broadcast(void* buffer, std::size_t count, DType type, int root_coordinate, int level) {
