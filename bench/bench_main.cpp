@@ -1,6 +1,7 @@
 // strata_bench: measurements for scripts/bench, each printed as one JSON line.
 //   strata_bench step  --model M [--batch B --seq-len T --steps N --warmup W --threads K --profile]
 //   strata_bench sgemm [--size N --repeats R --threads K]
+//   strata_bench quant [--mib M --repeats R] (one thread; memcpy, each kernel per path, block sweep)
 //   mpirun -np 8 strata_bench plans --model M --topology T [--plans a,b,...] (one line per plan)
 // Times are medians over repeats; nothing here asserts anything.
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "bench/bench_plans.hpp"
+#include "bench/bench_quant.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
 #include "core/aligned_buffer.hpp"
 #include "core/blas.hpp"
@@ -114,13 +116,21 @@ int main(int argc, char** argv) {
   sgemm->add_option("--size", size, "matrix size")->capture_default_str();
   sgemm->add_option("--repeats", repeats, "measured repeats")->capture_default_str();
 
+  strata::QuantBenchSettings quant_settings;
+  CLI::App* quant = app.add_subcommand("quant", "block quantization kernels on one thread against memcpy, and a block sweep");
+  quant->add_option("--mib", quant_settings.mib, "MiB of fp32 input")->capture_default_str();
+  quant->add_option("--repeats", quant_settings.repeats, "measured repeats")->capture_default_str();
+
   strata::PlanBenchSettings plan_settings;
-  plan_settings.plans = {"ddp", "zero1", "zero2", "zero3", "zeropp", "mics", "hier3"};
+  // Every preset, and zero3, zeropp and hier3 each with and without quantized collectives.
+  plan_settings.plans = {"ddp",   "zero1", "zero2", "zero3", "zero3,quant_weights=int8,quant_grads=int4",
+                         "zeropp,quant=none", "zeropp", "mics", "hier3", "hier3,quant_weights=int8,quant_grads=int4"};
   CLI::App* plans = app.add_subcommand("plans", "under mpirun: each plan's ms/step and bytes per level");
   plans->add_option("--model", plan_settings.model, "model preset")->capture_default_str();
   plans->add_option("--vocab-size", plan_settings.vocab, "override the preset's vocabulary (0: keep)");
   plans->add_option("--topology", plan_settings.topology, "virtual topology")->capture_default_str();
-  plans->add_option("--plans", plan_settings.plans, "plans to run")->delimiter(',')->capture_default_str();
+  // ';' between plans: a plan itself may hold commas ("hier3,quant_grads=int4").
+  plans->add_option("--plans", plan_settings.plans, "plans to run, separated by ';'")->delimiter(';')->capture_default_str();
   plans->add_option("--dtype", plan_settings.dtype, "fp32 or bf16")->capture_default_str();
   plans->add_option("--batch", plan_settings.batch, "sequences per rank per micro-batch")->capture_default_str();
   plans->add_option("--seq-len", plan_settings.seq_len, "tokens per sequence")->capture_default_str();
@@ -132,6 +142,7 @@ int main(int argc, char** argv) {
     strata::set_thread_count(threads);
     if (*step) fmt::print("{}\n", bench_step(model, vocab, batch, seq_len, steps, warmup, profile).dump());
     if (*sgemm) fmt::print("{}\n", bench_sgemm(size, repeats).dump());
+    if (*quant) strata::bench_quant(quant_settings);
     if (*plans) strata::bench_plans(plan_settings);
   } catch (const std::exception& e) {
     strata::MpiRuntime::abort(std::string("strata_bench: ") + e.what(), 1);

@@ -48,7 +48,8 @@ def plans(rows):
               f"{first['batch_per_rank']} x {first['seq_len']} tokens per rank per micro-batch, "
               f"{first['grad_accum']} micro-batches per step")
         print("bytes sent per rank (measured by the traffic meter; each equals the schedule's count):")
-        head = f"{'plan':<7} {'ms/step':>8} |" + "".join(f" {l + '/step':>12}" for l in levels)
+        width = max(len(r["plan"]) for r in group)
+        head = f"{'plan':<{width}} {'ms/step':>8} |" + "".join(f" {l + '/step':>12}" for l in levels)
         head += f" | {outer + '/micro':>12} {outer + ' boundary':>14} | {'state bytes/rank':>16}"
         print(head)
         by_plan = {}
@@ -58,8 +59,9 @@ def plans(rows):
             micro = t[outer]["measured_step_micro_sent"] / r["grad_accum"]
             boundary = t[outer]["measured_step_boundary_sent"]
             state = sum(m["measured_bytes"] for m in r["memory"])
-            by_plan[r["plan"]] = {"micro": micro, "step": per_step[-1]}
-            print(f"{r['plan']:<7} {r['median_ms']:>8.1f} |" + "".join(f" {human(b):>12}" for b in per_step)
+            by_plan[r["plan"]] = {"micro": micro, "step": per_step[-1], "ms": r["median_ms"],
+                                  "cross": sum(per_step[1:])}
+            print(f"{r['plan']:<{width}} {r['median_ms']:>8.1f} |" + "".join(f" {human(b):>12}" for b in per_step)
                   + f" | {human(micro):>12} {human(boundary):>14} | {human(state):>16}")
         if "hier3" in by_plan and "zero3" in by_plan and "zeropp" in by_plan:
             h, z3, zpp = by_plan["hier3"], by_plan["zero3"], by_plan["zeropp"]
@@ -69,11 +71,63 @@ def plans(rows):
                   f"zero3 {human(z3['micro'])}; fewest among the plans that shard gradients: {fewest}")
             print(f"  zeropp / zero3 = {zpp['micro'] / z3['micro']:.3f};  hier3 / zero3 = {h['micro'] / z3['micro']:.3f} "
                   f"per micro-batch, {h['step'] / z3['step']:.3f} per step (boundary included)")
+        # Quantized collectives: each plan beside its unquantized form. Cross-level bytes are
+        # those above the innermost level (the links that are not the fastest).
+        pairs = []
+        for name in by_plan:
+            if name.endswith(",quant=none") and name[: -len(",quant=none")] in by_plan:
+                pairs.append((name[: -len(",quant=none")], name))  # zeropp quantizes by default
+            elif "quant_" in name and name.split(",")[0] in by_plan:
+                pairs.append((name, name.split(",")[0]))
+        if pairs:
+            print(f"quantized collectives (int8 weight gathers, int4 gradient reduction) against the same plan "
+                  f"without: ms/step, and bytes per step above '{levels[0]}' and across '{outer}'")
+            print(f"{'plan':<{width}} {'ms/step':>8} {'x plain':>8} | {'cross bytes':>12} {'plain / q':>9} | "
+                  f"{outer + ' bytes':>12} {'plain / q':>9}")
+            for name, plain in pairs:
+                q, u = by_plan[name], by_plan[plain]
+                print(f"{name:<{width}} {q['ms']:>8.1f} {q['ms'] / u['ms']:>8.3f} | {human(q['cross']):>12} "
+                      f"{u['cross'] / q['cross']:>9.2f} | {human(q['step']):>12} {u['step'] / q['step']:>9.2f}")
+
+
+def quant(rows):
+    memcpy = next((r for r in rows if r["bench"] == "quant_memcpy"), None)
+    kernels = [r for r in rows if r["bench"] == "quant"]
+    if not memcpy or not kernels:
+        return
+    isas = list(dict.fromkeys(r["isa"] for r in kernels))
+    best = next((r["isa"] for r in kernels if r["best"]), isas[-1])
+    print(f"\nQuantization kernels, 1 thread, {memcpy['bytes'] / 2**20:.0f} MiB of fp32 (or as many bf16) per call, "
+          f"int8 in blocks of {next(r['block'] for r in kernels if 'int8' in (r['from'], r['to']))}, int4 in blocks "
+          f"of {next(r['block'] for r in kernels if 'int4' in (r['from'], r['to']))} (the defaults); median GB/s of the input bytes (quantize) or of the output bytes "
+          f"(dequantize, dequantize_add), and that as a fraction of memcpy ({memcpy['gb_per_s']:.2f} GB/s, "
+          f"bytes copied); collectives use {best}")
+    print(f"{'kernel':<26} {'counts':>6} |" + "".join(f" {isa + ' GB/s':>12} {'of memcpy':>9} |" for isa in isas))
+    by_kernel = {}
+    for r in kernels:
+        by_kernel.setdefault((r["op"], r["from"], r["to"], r["counted"]), {})[r["isa"]] = r
+    for (op, src, dst, counted), per_isa in by_kernel.items():
+        cells = ""
+        for isa in isas:
+            r = per_isa.get(isa)
+            cells += f" {r['gb_per_s']:>12.2f} {r['of_memcpy']:>8.0%} |" if r else f" {'-':>12} {'-':>9} |"
+        print(f"{op + ' ' + src + '->' + dst:<26} {counted:>6} |" + cells)
+    sweep = [r for r in rows if r["bench"] == "quant_block"]
+    if not sweep:
+        return
+    print(f"\nQuantization block size ({sweep[0]['isa']}, 1 thread, Gaussian data): throughput (GB/s of fp32) "
+          f"and the rms round-trip error relative to the rms value")
+    print(f"{'bits':<5} {'block':>6} {'bytes/elem':>10} | {'quantize':>9} {'of memcpy':>9} | {'dequantize':>10} | "
+          f"{'rms rel error':>13}")
+    for r in sweep:
+        print(f"{r['bits']:<5} {r['block']:>6} {r['bytes_per_element']:>10.4f} | {r['quantize_gb_per_s']:>9.2f} "
+              f"{r['quantize_of_memcpy']:>8.0%} | {r['dequantize_gb_per_s']:>10.2f} | {r['rms_rel_error']:>13.5f}")
 
 
 def main():
     rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
     single_process(rows)
+    quant(rows)
     plans(rows)
 
 
