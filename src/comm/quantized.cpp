@@ -28,8 +28,8 @@ void quantize_piece(QuantFormat f, const void* in, DType type, std::size_t n, vo
 }
 
 void check_format(QuantFormat f) {
-  STRATA_CHECK(f.enabled() && f.block >= kMinQuantBlock && f.block % 2 == 0, "a quantized collective as {}",
-               describe_quant(f));
+  STRATA_CHECK(f.enabled() && f.block >= kMinQuantBlock && f.block <= kMaxQuantBlock && f.block % 2 == 0,
+               "a quantized collective as {}", describe_quant(f));
 }
 
 class QuantizedGather final : public CommRequest {
@@ -40,14 +40,12 @@ class QuantizedGather final : public CommRequest {
   void wait() override {
     if (done_) return;
     done_ = true;
+    if (!gather_) return;  // a group of one rank: `out` was filled at the start
     gather_->wait();
+    // Slot by slot: each decode splits a long piece over the OpenMP threads itself (a loop over
+    // slots here would nest the kernels' parallel regions, which run serially).
     const std::size_t blob = quantized_bytes(f_, piece_);
-    const auto slots = static_cast<std::ptrdiff_t>(span_);
-#pragma omp parallel for schedule(static) if (span_ * piece_ >= (1u << 16))
-    for (std::ptrdiff_t k = 0; k < slots; ++k) {
-      const auto kk = static_cast<std::size_t>(k);
-      dequantize_blocks(f_, bytes_at(blobs_, kk * blob), piece_, out_ + kk * piece_);
-    }
+    for (std::size_t k = 0; k < span_; ++k) dequantize_blocks(f_, bytes_at(blobs_, k * blob), piece_, out_ + k * piece_);
   }
   // As the other chained collectives: never more collectives while an exception unwinds.
   ~QuantizedGather() override {
@@ -101,14 +99,11 @@ class QuantizedReduceScatter final : public CommRequest {
     const std::size_t f = fanout(), chunk = size_ / f, blob = quantized_bytes(f_, chunk);
     send_.resize(f * blob);
     recv_.resize(f * blob);
-    const auto peers = static_cast<std::ptrdiff_t>(f);
-#pragma omp parallel for schedule(static) if (size_ >= (1u << 16))
-    for (std::ptrdiff_t j = 0; j < peers; ++j) {
-      const auto jj = static_cast<std::size_t>(j);
-      if (jj == me()) {
-        std::memset(send_.data() + jj * blob, 0, blob);  // our own slot is not sent; keep it defined
+    for (std::size_t j = 0; j < f; ++j) {  // each call splits a long chunk over the threads itself
+      if (j == me()) {
+        std::memset(send_.data() + j * blob, 0, blob);  // our own slot is not sent; keep it defined
       } else {
-        quantize_blocks(f_, data_ + offset_ + jj * chunk, chunk, send_.data() + jj * blob);
+        quantize_blocks(f_, data_ + offset_ + j * chunk, chunk, send_.data() + j * blob);
       }
     }
     return comm_.start_all_to_all(send_.data(), recv_.data(), blob, DType::kU8, level_);
@@ -148,6 +143,14 @@ std::unique_ptr<CommRequest> start_quantized_all_gather(Communicator& comm, Quan
   check_format(f);
   const Topology& t = comm.topology();
   const auto span = static_cast<std::size_t>(t.span(first, last));
+  if (span == 1) {  // no peers: nothing moves, so nothing is rounded
+    if (type == DType::kBF16) {
+      bf16_to_fp32(out, static_cast<const bf16*>(piece), piece_elements);
+    } else {
+      std::memcpy(out, piece, piece_elements * sizeof(float));
+    }
+    return std::make_unique<QuantizedGather>(nullptr, f, blobs, 0, 0, out);
+  }
   const std::size_t blob = quantized_bytes(f, piece_elements);
   const auto slot = static_cast<std::size_t>(t.shard_index(comm.rank(), first, last));
   quantize_piece(f, piece, type, piece_elements, bytes_at(blobs, slot * blob));
@@ -167,6 +170,7 @@ std::unique_ptr<CommRequest> start_quantized_reduce_scatter(Communicator& comm, 
 void quantized_all_reduce(Communicator& comm, QuantFormat f, float* data, std::size_t n, int first, int last) {
   const Topology& t = comm.topology();
   const auto span = static_cast<std::size_t>(t.span(first, last));
+  if (span == 1) return;  // no peers: the sum is the data
   const std::size_t piece = n / span;
   std::vector<float> shard(piece);
   start_quantized_reduce_scatter(comm, f, data, n, first, last, shard.data())->wait();

@@ -4,7 +4,8 @@
 //   qgZ: a reduce-scatter as one quantized all-to-all per level, innermost first, with the sums
 //        done in fp32 between hops.
 // Blocks restart at every piece (quant/quant_format.hpp), so any size works without padding to
-// the block size: a piece that is not a multiple of it ends in a partial block.
+// the block size: a piece that is not a multiple of it ends in a partial block. Over a group of
+// one rank (every level of fan-out 1) nothing moves and nothing is quantized.
 #pragma once
 
 #include <cstddef>
@@ -45,7 +46,8 @@ std::size_t quantized_gather_bytes(QuantFormat f, std::size_t piece_elements, st
 //
 // Error bound (the tests check it). At a hop over f ranks, each sender's chunk p is quantized
 // block by block; element i of a block with scale s = amax/Q decodes within s/2 of p_i (plus fp32
-// rounding), so the hop adds at most sum over the f - 1 senders of amax_b(p_sender) / (2Q), where
+// rounding, and Q * 2^-150 more when s is subnormal, i.e. for blocks below about 1e-36), so the
+// hop adds at most sum over the f - 1 senders of amax_b(p_sender) / (2Q), where
 // amax_b is the block's largest magnitude, itself at most the exact partial sum's block maximum
 // plus the error that sender already carries there. Errors then pass through later hops as plain
 // sums: the final error of element i is at most the sum, over every hop and every sender whose

@@ -77,6 +77,11 @@ ShardPlan ShardPlan::parse(std::string_view spec, const Topology& t) {
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    STRATA_REQUIRE(!items[i].empty(), "plan '{}': item {} is empty (a stray comma?)", spec, i + 1);
+  }
+  STRATA_REQUIRE(items.front() != "auto" || items.size() == 1,
+                 "plan '{}': 'auto' takes no overrides; name the plan to change (e.g. hier3,quant_grads=int4)", spec);
   ShardPlan p;
   std::size_t first_override = 0;
   if (items.front().find('=') == std::string_view::npos) {
@@ -126,9 +131,6 @@ ShardPlan ShardPlan::parse(std::string_view spec, const Topology& t) {
     } else if (key == "quant") {
       STRATA_REQUIRE(value == "none", "{}: only quant=none (both off) is a shorthand; set quant_weights and "
                                       "quant_grads to turn quantization on", what);
-      STRATA_REQUIRE(std::find(seen.begin(), seen.end(), "quant_weights") == seen.end() &&
-                         std::find(seen.begin(), seen.end(), "quant_grads") == seen.end(),
-                     "plan '{}': quant=none and quant_weights or quant_grads contradict each other", spec);
       p.quant_weights = p.quant_grads = QuantBits::kNone;
       p.quant_backward = QuantBackward::kAuto;
     } else {
@@ -137,6 +139,22 @@ ShardPlan ShardPlan::parse(std::string_view spec, const Topology& t) {
            spec, key);
     }
   }
+  // Keys that would do nothing are refused, so a typo in intent is not silently ignored.
+  auto given = [&](const char* k) { return std::find(seen.begin(), seen.end(), k) != seen.end(); };
+  if (given("quant")) {
+    for (const char* k : {"quant_weights", "quant_grads", "quant_backward", "quant_block", "quant_weights_block",
+                          "quant_grads_block"}) {
+      STRATA_REQUIRE(!given(k), "plan '{}': quant=none and {} contradict each other", spec, k);
+    }
+  }
+  STRATA_REQUIRE(!given("quant_backward") || p.quant_weights != QuantBits::kNone,
+                 "plan '{}': quant_backward has no effect without quant_weights", spec);
+  STRATA_REQUIRE(!given("quant_weights_block") || p.quant_weights != QuantBits::kNone,
+                 "plan '{}': quant_weights_block has no effect without quant_weights", spec);
+  STRATA_REQUIRE(!given("quant_grads_block") || p.quant_grads != QuantBits::kNone,
+                 "plan '{}': quant_grads_block has no effect without quant_grads", spec);
+  STRATA_REQUIRE(!given("quant_block") || p.quantized(),
+                 "plan '{}': quant_block has no effect without quant_weights or quant_grads", spec);
   p.validate(t);
   return p;
 }
@@ -147,8 +165,6 @@ bool ShardPlan::quantizes_backward() const {
   return quant_backward == QuantBackward::kOn;
 }
 
-// Off is one value ({none, 0}), so specs of unquantized collectives compare equal whatever the
-// plan's block size.
 QuantFormat ShardPlan::weight_quant(bool backward) const {
   if (quant_weights == QuantBits::kNone || (backward && !quantizes_backward())) return {QuantBits::kNone, 0};
   return {quant_weights, quant_weights_block};
@@ -340,6 +356,12 @@ PlanResolution resolve_plan(const ShardPlan& plan, const Topology& t) {
     }
     what = match.empty() ? fmt::format("runs with {} (like no other preset)", describe_spans(spans))
                          : fmt::format("runs as {} ({})", match, describe_spans(spans));
+  }
+  if (r.plan.quantized()) what += " with its quantized collectives";
+  if (secondary_duplicates_weights(plan, t) && r.plan.quant_backward == QuantBackward::kAuto &&
+      r.plan.quant_weights != QuantBits::kNone) {
+    reasons.emplace_back("without the copy, backward gathers the primary shard and is quantized like forward "
+                         "(quant_backward=auto)");
   }
   r.note = fmt::format("plan {} on topology {} {}: {}", plan.name, t.to_string(), what, fmt::join(reasons, "; "));
   return r;

@@ -41,7 +41,7 @@ struct ShardPlan {
 
   bool has_secondary() const { return secondary != kReplicated; }
   bool quantizes_backward() const;
-  // The format of the forward (backward: false) or backward weight gathers; {none, 0} when off.
+  // The format of the forward (backward: false) or backward weight gathers; disabled when off.
   QuantFormat weight_quant(bool backward) const;
   QuantFormat grad_quant() const;
   bool quantized() const { return quant_weights != QuantBits::kNone || quant_grads != QuantBits::kNone; }

@@ -40,7 +40,10 @@ struct QuantFormat {
   std::uint32_t block = kDefaultWeightQuantBlock;
 
   bool enabled() const { return bits != QuantBits::kNone; }
-  bool operator==(const QuantFormat&) const = default;
+  // Every disabled format is the same "off", whatever its block.
+  bool operator==(const QuantFormat& o) const {
+    return (!enabled() && !o.enabled()) || (bits == o.bits && block == o.block);
+  }
 };
 
 // Q: the largest code magnitude (127 for int8, 7 for int4, 0 for none).

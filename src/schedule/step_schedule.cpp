@@ -105,6 +105,16 @@ class Builder {
     }
     return numel(unit) * sizeof(float) + staging;
   }
+  // The plan's format where the collective has peers: over levels spanning one rank nothing moves,
+  // and quantizing there would only round the data. A quantized gradient reduction quantizes the
+  // fp32 accumulation itself, so its spec says fp32 whatever the wire dtype of plain ones.
+  CollectiveSpec with_quant(CollectiveSpec c, QuantFormat f) const {
+    if (!f.enabled() || c.last_level < c.first_level || in_.topology->span(c.first_level, c.last_level) == 1) return c;
+    c.quant = f;
+    if (c.kind != CollectiveKind::kAllGather) c.dtype = DType::kF32;
+    return c;
+  }
+
   std::uint64_t secondary_bytes(int unit) const { return weight_bytes(numel(unit) / span(plan_.secondary)); }
 
   void resident_state() {
@@ -146,7 +156,8 @@ class Builder {
     op.source = source;
     if (plan_.weights != kReplicated) {
       const int last = source == WeightSource::kSecondary ? plan_.secondary : plan_.weights;
-      op.comm = {CollectiveKind::kAllGather, 0, last, numel(unit), in_.weight_dtype, plan_.weight_quant(backward)};
+      op.comm = with_quant({CollectiveKind::kAllGather, 0, last, numel(unit), in_.weight_dtype},
+                           plan_.weight_quant(backward));
     }
     const auto u = static_cast<std::size_t>(unit);
     gathered_live_[u] = gathered_bytes(unit, op.comm);
@@ -285,7 +296,8 @@ class Builder {
   void reduce_scatter_start(int micro, int unit, int backward) {
     if (!s_.grads_partitioned) return;
     ScheduleOp op = make(OpKind::kReduceScatterStart, micro, unit);
-    op.comm = {CollectiveKind::kReduceScatter, 0, plan_.grads, numel(unit), in_.grad_dtype, plan_.grad_quant()};
+    op.comm = with_quant({CollectiveKind::kReduceScatter, 0, plan_.grads, numel(unit), in_.grad_dtype},
+                         plan_.grad_quant());
     op.deps = {backward};
     in_flight_.push_back(add(op));
   }
@@ -348,15 +360,17 @@ class Builder {
       const auto uu = static_cast<std::size_t>(u);
       if (plan_.optimizer > plan_.grads) {
         ScheduleOp op = make(OpKind::kReduceScatterReplicas, -1, u);
-        op.comm = {CollectiveKind::kReduceScatter, plan_.grads + 1, plan_.optimizer, numel(u) / span(plan_.grads),
-                   in_.grad_dtype, plan_.grad_quant()};
+        op.comm = with_quant({CollectiveKind::kReduceScatter, plan_.grads + 1, plan_.optimizer,
+                              numel(u) / span(plan_.grads), in_.grad_dtype},
+                             plan_.grad_quant());
         op.deps = {grad_writer_[uu]};
         grad_writer_[uu] = add(op);
       }
       if (plan_.optimizer < top_) {
         ScheduleOp op = make(OpKind::kAllReduceReplicas, -1, u);
-        op.comm = {CollectiveKind::kAllReduce, plan_.optimizer + 1, top_, numel(u) / span(plan_.optimizer),
-                   in_.grad_dtype, plan_.grad_quant()};
+        op.comm = with_quant({CollectiveKind::kAllReduce, plan_.optimizer + 1, top_, numel(u) / span(plan_.optimizer),
+                              in_.grad_dtype},
+                             plan_.grad_quant());
         op.deps = {grad_writer_[uu]};
         grad_writer_[uu] = add(op);
       }

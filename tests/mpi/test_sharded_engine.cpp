@@ -246,6 +246,8 @@ TEST(World8, MeterEqualsTheScheduleCountAndTheFormulasExactly) {
   plans.push_back("hier3,quant_weights=int8,quant_grads=int4");
   plans.push_back("ddp,quant_grads=int8,quant_block=100");
   plans.push_back("zero3,quant_weights=int4,quant_grads=int8,quant_block=64");
+  plans.push_back("zeropp,quant_backward=on");  // a quantized gather from the hpZ copy
+  plans.push_back("mics,quant_grads=int4");     // a quantized all-reduce over the levels above the node
   for (int accum : {1, 3}) {
     RunSettings s;
     s.steps = 2;
@@ -540,6 +542,27 @@ TEST(World8, QuantizedPlansTrackTheSingleProcessRun) {
   }
 }
 
+// Every rank holding a replica of an optimizer slice ends with the same bits: the quantized
+// all-reduce decodes the same blobs everywhere. mics keeps one replica per node, zero1 with
+// quantized gradients replicates nothing but reduces over all levels.
+TEST(World8, QuantizedReplicasStayBitIdentical) {
+  ASSERT_EQ(world_size(), 8);
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  for (const char* plan : {"mics,quant_grads=int4", "ddp,quant_grads=int4"}) {
+    RunSettings s;
+    s.steps = 3;
+    MpiCommunicator comm(t);
+    ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
+                         options_for(plan, t, DType::kF32, s));
+    const RunResult got = run_sharded(engine, s);
+    for (std::size_t u = 0; u < got.weights.size(); ++u) {
+      std::vector<float> first(got.weights[u]);
+      MPI_Bcast(first.data(), static_cast<int>(first.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+      EXPECT_EQ(first, got.weights[u]) << plan << ": unit " << u << " differs from rank 0's";
+    }
+  }
+}
+
 // Quantization is deterministic: a quantized plan run in a seeded random order that respects the
 // dependencies gives the very bits of the list order.
 TEST(World8, QuantizedPlansGiveTheSameBitsInEveryValidOrder) {
@@ -666,6 +689,26 @@ TEST(World8, QuantizedTrainingConvergesLikeFp32) {
   if (rank == 0) {
     std::printf("  validation loss after %d steps: zero3 fp32 %.4f, zeropp %.4f (%+.2f%%), hier3 int8/int4 %.4f (%+.2f%%)\n",
                 steps, fp32, zeropp, 100 * (zeropp - fp32) / fp32, hier3q, 100 * (hier3q - fp32) / fp32);
+  }
+}
+
+// Quantized plans on padded units and a level of fan-out 1 (node:* on 6 ranks: its collectives have
+// no peers and are not quantized) still track the single-process run.
+TEST(World6, QuantizedPlansTrackTheSingleProcessRunWithPaddedUnits) {
+  ASSERT_EQ(world_size(), 6);
+  RunSettings s;
+  const Topology t = Topology::parse("gcd:2,gpu:3,node:*", 6);
+  const RunResult ref = world_rank() == 0 ? run_reference(s, 6) : RunResult{};
+  for (const char* plan : {"zeropp", "hier3,quant_weights=int8,quant_grads=int4", "mics,quant_grads=int4"}) {
+    MpiCommunicator comm(t);
+    ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
+                         options_for(plan, t, DType::kBF16, s));
+    const RunResult got = run_sharded(engine, s);
+    if (world_rank() != 0) continue;
+    double worst = 0.0;
+    for (int i = 0; i < s.steps; ++i) worst = std::max(worst, std::abs(got.losses[i] - ref.losses[i]) / ref.losses[i]);
+    EXPECT_LE(worst, 0.02) << plan;
+    std::printf("  %-44s bf16, worst loss rel %.1e over %d steps\n", plan, worst, s.steps);
   }
 }
 

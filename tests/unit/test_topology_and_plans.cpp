@@ -138,7 +138,8 @@ TEST(ShardPlanTest, QuantizationIsAnOptionOfEveryPlan) {
   EXPECT_FALSE(off.quantized());
   EXPECT_EQ(off.secondary, zeropp.secondary);
   // Off is one value, whatever the block size, so unquantized collective specs compare equal.
-  EXPECT_EQ(ShardPlan::parse("zero3,quant_block=64", f).grad_quant(), ShardPlan::preset("zero3", f).grad_quant());
+  EXPECT_EQ((QuantFormat{QuantBits::kNone, 64}), (QuantFormat{QuantBits::kNone, 0}));
+  EXPECT_NE((QuantFormat{QuantBits::kInt8, 64}), (QuantFormat{QuantBits::kInt8, 128}));
   EXPECT_EQ(ShardPlan::parse("weights=node,grads=node,optim=node,quant_grads=int8", f).grad_quant().bits, QuantBits::kInt8);
 }
 
@@ -149,7 +150,7 @@ TEST(ShardPlanTest, RefusesBadQuantizationNamingTheRule) {
     EXPECT_NE(e.find(words), std::string::npos) << spec << ": " << e;
   };
   refuses("ddp,quant_weights=int8", "quant_weights needs partitioned weights");
-  refuses("zero3,quant_backward=on", "quant_backward=on needs quant_weights");
+  refuses("zero3,quant_backward=on", "quant_backward has no effect without quant_weights");
   refuses("zero3,quant_backward=maybe", "must be auto, on or off");
   refuses("zero3,quant_grads=int2", "'int2' is not a quantization (int8, int4 or none)");
   refuses("zero3,quant_block=7", "must be even and between 16 and");
@@ -157,6 +158,13 @@ TEST(ShardPlanTest, RefusesBadQuantizationNamingTheRule) {
   refuses("zero3,quant_block=0", "must be even");
   refuses("zeropp,quant=int8", "only quant=none");
   refuses("zero3,quant_grads=int4,quant=none", "contradict");
+  refuses("zero3,quant=none,quant_weights=int8", "contradict");  // in either order
+  refuses("zeropp,quant_backward=on,quant=none", "contradict");
+  refuses("zero3,quant_grads_block=64", "quant_grads_block has no effect without quant_grads");
+  refuses("zero3,quant_backward=off", "quant_backward has no effect without quant_weights");
+  refuses("zero3,quant_block=64", "quant_block has no effect");
+  refuses("zero3,", "item 2 is empty");
+  refuses("auto,quant_grads=int4", "'auto' takes no overrides");
   refuses("zeropp,zero3", "only the first item may be a preset name");
   refuses("zeropp,quant_block=128,quant_grads_block=64", "quant_block sets both block sizes");
   refuses("zeropp,quant_weights_block=128,quant_block=64", "quant_block sets both block sizes");

@@ -1,0 +1,133 @@
+// The communication thread's queue, its tasks and their completion.
+#include "comm/comm_thread.hpp"
+
+#include <chrono>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+
+namespace strata {
+
+std::int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct CommThread::Task {
+  std::string name;
+  std::function<void()> work;
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  bool done = false;
+  std::exception_ptr error;
+};
+
+namespace {
+
+class TaskRequest final : public CommRequest {
+ public:
+  explicit TaskRequest(std::shared_ptr<void> task, std::function<void()> wait_for)
+      : task_(std::move(task)), wait_for_(std::move(wait_for)) {}
+  void wait() override {
+    if (!wait_for_) return;
+    auto wait_for = std::move(wait_for_);
+    wait_for_ = nullptr;
+    wait_for();
+  }
+  // A task still queued refers to buffers its poster owns: wait for it even when abandoned, unless
+  // an exception is unwinding (the job is about to abort; the peers may never join it).
+  ~TaskRequest() override {
+    if (wait_for_ && std::uncaught_exceptions() == 0) {
+      try {
+        wait();
+      } catch (...) {
+      }
+    }
+  }
+
+ private:
+  std::shared_ptr<void> task_;
+  std::function<void()> wait_for_;
+};
+
+}  // namespace
+
+CommThread::CommThread(std::uint64_t seed, int max_delay_us)
+    : seed_(seed), max_delay_us_(max_delay_us), thread_([this] { loop(); }) {}
+
+CommThread::~CommThread() {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+std::unique_ptr<CommRequest> CommThread::post(std::string name, std::function<void()> work) {
+  auto task = std::make_shared<Task>();
+  task->name = std::move(name);
+  task->work = std::move(work);
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    STRATA_CHECK(!stopping_, "a task posted to a stopping communication thread");
+    queue_.push_back(task);
+  }
+  wake_.notify_one();
+  return std::make_unique<TaskRequest>(task, [task] {
+    std::unique_lock<std::mutex> lock(task->mutex);
+    task->done_cv.wait(lock, [&] { return task->done; });
+    if (task->error) std::rethrow_exception(task->error);
+  });
+}
+
+void CommThread::run(std::string name, std::function<void()> work) { post(std::move(name), std::move(work))->wait(); }
+
+std::vector<TaskSpan> CommThread::take_spans() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<TaskSpan> out;
+  out.swap(spans_);
+  return out;
+}
+
+double CommThread::busy_seconds() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<double>(busy_ns_) * 1e-9;
+}
+
+void CommThread::loop() {
+  Rng delays(seed_ + 0x9E3779B97F4A7C15ull);
+  for (;;) {
+    std::shared_ptr<Task> task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and nothing left to run
+      task = queue_.front();
+      queue_.pop_front();
+    }
+    if (max_delay_us_ > 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(delays.below(static_cast<std::uint64_t>(max_delay_us_) + 1)));
+    }
+    const std::int64_t begin = steady_now_ns();
+    try {
+      task->work();
+    } catch (...) {
+      task->error = std::current_exception();
+    }
+    const std::int64_t end = steady_now_ns();
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      spans_.push_back({task->name, begin, end});
+      busy_ns_ += end - begin;
+    }
+    {
+      const std::lock_guard<std::mutex> lock(task->mutex);
+      task->done = true;
+      task->work = nullptr;  // drop what the closure holds before the poster is told
+    }
+    task->done_cv.notify_all();
+  }
+}
+
+}  // namespace strata
