@@ -2,7 +2,8 @@
 //   strata_bench step  --model M [--batch B --seq-len T --steps N --warmup W --threads K --profile]
 //   strata_bench sgemm [--size N --repeats R --threads K]
 //   strata_bench quant [--mib M --repeats R] (one thread; memcpy, each kernel per path, block sweep)
-//   mpirun -np 8 strata_bench plans --model M --topology T [--plans a,b,...] (one line per plan)
+//   mpirun -np 8 strata_bench plans --model M --topology T [--plans 'a;b;...'] (one line per plan)
+//   mpirun -np 2 strata_bench overlap [--models a,b --plan P] (per model: overlap off, then on)
 // Times are medians over repeats; nothing here asserts anything.
 #include <fmt/format.h>
 
@@ -137,6 +138,14 @@ int main(int argc, char** argv) {
   plans->add_option("--grad-accum", plan_settings.grad_accum, "micro-batches per step")->capture_default_str();
   plans->add_option("--steps", plan_settings.steps, "measured steps per plan")->capture_default_str();
 
+  strata::OverlapBenchSettings overlap_settings;
+  CLI::App* overlap = app.add_subcommand("overlap", "under mpirun: step time and exposed communication, overlap off and on");
+  overlap->add_option("--models", overlap_settings.models, "model presets")->delimiter(',')->capture_default_str();
+  overlap->add_option("--plan", overlap_settings.plan, "shard plan")->capture_default_str();
+  overlap->add_option("--batch", overlap_settings.batch, "sequences per rank")->capture_default_str();
+  overlap->add_option("--seq-len", overlap_settings.seq_len, "tokens per sequence")->capture_default_str();
+  overlap->add_option("--steps", overlap_settings.steps, "measured steps")->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
   try {
     strata::set_thread_count(threads);
@@ -144,6 +153,7 @@ int main(int argc, char** argv) {
     if (*sgemm) fmt::print("{}\n", bench_sgemm(size, repeats).dump());
     if (*quant) strata::bench_quant(quant_settings);
     if (*plans) strata::bench_plans(plan_settings);
+    if (*overlap) strata::bench_overlap(overlap_settings);
   } catch (const std::exception& e) {
     strata::MpiRuntime::abort(std::string("strata_bench: ") + e.what(), 1);
   }

@@ -90,6 +90,28 @@ def plans(rows):
                       f"{u['cross'] / q['cross']:>9.2f} | {human(q['step']):>12} {u['step'] / q['step']:>9.2f}")
 
 
+def overlap(rows):
+    runs = [r for r in rows if r["bench"] == "overlap"]
+    if not runs:
+        return
+    first = runs[0]
+    print(f"\nOverlap: {first['world_size']} ranks x {first['compute_threads']} compute thread (+ the communication "
+          f"thread when on), {first['plan']}, {first['batch_per_rank']} x {first['seq_len']} tokens per rank; "
+          f"per step: median ms, communication ms, exposed (compute waited) ms, hidden = 1 - exposed/communication")
+    print(f"{'model':<10} {'overlap':>7} | {'ms/step':>9} {'comm ms':>9} {'exposed':>9} {'hidden':>7} | {'on/off':>7}")
+    by_model = {}
+    for r in runs:
+        by_model.setdefault(r["model"], {})[r["overlap"]] = r
+    for model, pair in by_model.items():
+        for on in (False, True):
+            r = pair.get(on)
+            if r is None:
+                continue
+            ratio = f"{r['median_ms'] / pair[False]['median_ms']:>7.3f}" if on and False in pair else f"{'':>7}"
+            print(f"{model:<10} {'on' if on else 'off':>7} | {r['median_ms']:>9.1f} {r['comm_ms_per_step']:>9.1f} "
+                  f"{r['exposed_ms_per_step']:>9.1f} {100 * r['hidden_fraction']:>6.0f}% | {ratio}")
+
+
 def quant(rows):
     memcpy = next((r for r in rows if r["bench"] == "quant_memcpy"), None)
     kernels = [r for r in rows if r["bench"] == "quant"]
@@ -129,6 +151,7 @@ def main():
     single_process(rows)
     quant(rows)
     plans(rows)
+    overlap(rows)
 
 
 if __name__ == "__main__":

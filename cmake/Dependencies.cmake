@@ -1,6 +1,7 @@
 # Finds Strata's dependencies, all from Debian packages (scripts/setup installs them).
 
 find_package(OpenMP REQUIRED)
+find_package(Threads REQUIRED)
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)

@@ -50,8 +50,18 @@ std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
        &c.plan},
       {"dtype", "parallel", "working weights and communicated gradients: fp32 or bf16 (master and Adam stay fp32)",
        &c.dtype},
-      {"prefetch", "parallel", "1: start gathering the next unit's weights while this one computes; 0: off",
+      {"prefetch", "parallel",
+       "stages (units) whose weight gathers start before the current one computes, bounded by max-live-bytes; "
+       "0: each gather starts when its unit is reached",
        &c.prefetch},
+      {"max-live-bytes", "parallel",
+       "at most this many bytes of gathered weights (and their staging) live at once; prefetch waits for room "
+       "(0: no bound; below the largest unit is refused)",
+       &c.max_live_bytes},
+      {"overlap", "parallel",
+       "1: collectives run on a communication thread while compute goes on (needs MPI_THREAD_SERIALIZED); "
+       "0: each runs on the compute thread when reached",
+       &c.overlap},
       {"report", "parallel", "measure one step, print the plan's memory and traffic report, and stop", &c.report},
 
       {"seed", "run", "seed of the weight initialisation", &c.seed},
@@ -63,6 +73,10 @@ std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
       {"val-batches", "run", "batches per validation", &c.val_batches},
       {"log-every", "run", "print a step line every N steps", &c.log_every},
       {"metrics", "run", "JSON-lines metrics file (empty: none)", &c.metrics},
+      {"timeline", "run",
+       "write each rank's ops and collectives as a Chrome trace (chrome://tracing, Perfetto) to this file; rank r "
+       "> 0 writes FILE.rank<r> (empty: none)",
+       &c.timeline},
       {"save", "run", "checkpoint file written at the end, on Ctrl-C, and every save-every steps (empty: none)",
        &c.save},
       {"save-every", "run", "also checkpoint every N steps (0: only at the end)", &c.save_every},

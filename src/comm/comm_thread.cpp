@@ -1,10 +1,9 @@
-// The communication thread's queue, its tasks and their completion.
+// The communication thread's queue, its tasks and their completion, and the inline mode.
 #include "comm/comm_thread.hpp"
 
 #include <chrono>
 
 #include "core/error.hpp"
-#include "core/rng.hpp"
 
 namespace strata {
 
@@ -26,8 +25,7 @@ namespace {
 
 class TaskRequest final : public CommRequest {
  public:
-  explicit TaskRequest(std::shared_ptr<void> task, std::function<void()> wait_for)
-      : task_(std::move(task)), wait_for_(std::move(wait_for)) {}
+  explicit TaskRequest(std::function<void()> wait_for) : wait_for_(std::move(wait_for)) {}
   void wait() override {
     if (!wait_for_) return;
     auto wait_for = std::move(wait_for_);
@@ -46,16 +44,17 @@ class TaskRequest final : public CommRequest {
   }
 
  private:
-  std::shared_ptr<void> task_;
   std::function<void()> wait_for_;
 };
 
 }  // namespace
 
-CommThread::CommThread(std::uint64_t seed, int max_delay_us)
-    : seed_(seed), max_delay_us_(max_delay_us), thread_([this] { loop(); }) {}
+CommThread::CommThread(Options options) : options_(options), delays_(options.seed + 0x9E3779B97F4A7C15ull) {
+  if (options_.threaded) thread_ = std::thread([this] { loop(); });
+}
 
 CommThread::~CommThread() {
+  if (!thread_.joinable()) return;
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -64,30 +63,65 @@ CommThread::~CommThread() {
   thread_.join();
 }
 
+void CommThread::add_exposed(std::int64_t ns) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  exposed_ns_ += ns;
+}
+
+void CommThread::execute(Task& task) {
+  if (options_.max_delay_us > 0) {
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(delays_.below(static_cast<std::uint64_t>(options_.max_delay_us) + 1)));
+  }
+  const std::int64_t begin = steady_now_ns();
+  try {
+    task.work();
+  } catch (...) {
+    task.error = std::current_exception();
+  }
+  const std::int64_t end = steady_now_ns();
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (options_.record_spans) spans_.push_back({task.name, begin, end});
+  busy_ns_ += end - begin;
+  ++tasks_;
+}
+
 std::unique_ptr<CommRequest> CommThread::post(std::string name, std::function<void()> work) {
   auto task = std::make_shared<Task>();
   task->name = std::move(name);
   task->work = std::move(work);
+  if (!options_.threaded) {
+    // Inline: the whole task is exposed; its error surfaces at wait, as on the thread.
+    const std::int64_t begin = steady_now_ns();
+    execute(*task);
+    add_exposed(steady_now_ns() - begin);
+    task->work = nullptr;
+    return std::make_unique<TaskRequest>([task] {
+      if (task->error) std::rethrow_exception(task->error);
+    });
+  }
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     STRATA_CHECK(!stopping_, "a task posted to a stopping communication thread");
     queue_.push_back(task);
   }
   wake_.notify_one();
-  return std::make_unique<TaskRequest>(task, [task] {
-    std::unique_lock<std::mutex> lock(task->mutex);
-    task->done_cv.wait(lock, [&] { return task->done; });
+  return std::make_unique<TaskRequest>([this, task] {
+    const std::int64_t begin = steady_now_ns();
+    {
+      std::unique_lock<std::mutex> lock(task->mutex);
+      task->done_cv.wait(lock, [&] { return task->done; });
+    }
+    add_exposed(steady_now_ns() - begin);
     if (task->error) std::rethrow_exception(task->error);
   });
 }
 
 void CommThread::run(std::string name, std::function<void()> work) { post(std::move(name), std::move(work))->wait(); }
 
-std::vector<TaskSpan> CommThread::take_spans() {
+std::vector<TaskSpan> CommThread::spans() const {
   const std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<TaskSpan> out;
-  out.swap(spans_);
-  return out;
+  return spans_;
 }
 
 double CommThread::busy_seconds() const {
@@ -95,8 +129,17 @@ double CommThread::busy_seconds() const {
   return static_cast<double>(busy_ns_) * 1e-9;
 }
 
+double CommThread::exposed_seconds() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<double>(exposed_ns_) * 1e-9;
+}
+
+std::uint64_t CommThread::tasks_run() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return tasks_;
+}
+
 void CommThread::loop() {
-  Rng delays(seed_ + 0x9E3779B97F4A7C15ull);
   for (;;) {
     std::shared_ptr<Task> task;
     {
@@ -106,21 +149,7 @@ void CommThread::loop() {
       task = queue_.front();
       queue_.pop_front();
     }
-    if (max_delay_us_ > 0) {
-      std::this_thread::sleep_for(std::chrono::microseconds(delays.below(static_cast<std::uint64_t>(max_delay_us_) + 1)));
-    }
-    const std::int64_t begin = steady_now_ns();
-    try {
-      task->work();
-    } catch (...) {
-      task->error = std::current_exception();
-    }
-    const std::int64_t end = steady_now_ns();
-    {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      spans_.push_back({task->name, begin, end});
-      busy_ns_ += end - begin;
-    }
+    execute(*task);
     {
       const std::lock_guard<std::mutex> lock(task->mutex);
       task->done = true;

@@ -1,7 +1,9 @@
-// A dedicated communication thread: collectives posted as tasks run one at a time, in the order
-// posted, while the posting (compute) thread goes on. Every rank posts the same tasks in the same
-// order (the schedule is the same list everywhere), so the collectives inside them line up across
-// ranks. Each task records when it ran, for the timeline and the exposed-communication figure.
+// Where collectives run: on a dedicated communication thread, tasks one at a time in the order
+// posted while the posting (compute) thread goes on; or inline, each task run by post() itself
+// (overlap off). Every rank posts the same tasks in the same order (the schedule is the same list
+// everywhere), so the collectives inside them line up across ranks. It measures the time tasks
+// ran (communication) and the time the poster spent blocked on them (exposed communication), and
+// can record each task's span for a timeline.
 #pragma once
 
 #include <condition_variable>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "core/rng.hpp"
 
 namespace strata {
 
@@ -29,10 +32,16 @@ std::int64_t steady_now_ns();
 
 class CommThread {
  public:
-  // max_delay_us > 0: before each task, sleep a random 0..max_delay_us microseconds drawn from a
-  // generator seeded by `seed` (a test mode: collectives then start at different times on every
-  // rank, which must change nothing but the timing).
-  explicit CommThread(std::uint64_t seed = 0, int max_delay_us = 0);
+  struct Options {
+    bool threaded = true;       // false: run every task inline, in post()
+    bool record_spans = false;  // keep each task's span (for a timeline)
+    // > 0: before each task, sleep a random 0..max_delay_us microseconds drawn from a generator
+    // seeded by `seed` (a test mode: collectives then start at different times on every rank,
+    // which must change nothing but the timing).
+    int max_delay_us = 0;
+    std::uint64_t seed = 0;
+  };
+  explicit CommThread(Options options);
   ~CommThread();
   CommThread(const CommThread&) = delete;
   CommThread& operator=(const CommThread&) = delete;
@@ -42,22 +51,29 @@ class CommThread {
   // post(...)->wait().
   void run(std::string name, std::function<void()> work);
 
-  // Spans of the tasks run so far (taken: the record is emptied).
-  std::vector<TaskSpan> take_spans();
-  // Seconds the thread spent running tasks since it started.
+  bool threaded() const { return options_.threaded; }
+  // Spans of the tasks run so far; empty unless record_spans.
+  std::vector<TaskSpan> spans() const;
+  // Seconds tasks ran, and seconds the posting thread was blocked on them (in wait(), run(), or
+  // an inline post()), since the start.
   double busy_seconds() const;
+  double exposed_seconds() const;
+  std::uint64_t tasks_run() const;
 
  private:
   struct Task;
   void loop();
+  void execute(Task& task);  // on the thread, or inline
+  void add_exposed(std::int64_t ns);
 
-  std::uint64_t seed_;
-  int max_delay_us_;
+  Options options_;
+  Rng delays_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Task>> queue_;
   std::vector<TaskSpan> spans_;
-  std::int64_t busy_ns_ = 0;
+  std::int64_t busy_ns_ = 0, exposed_ns_ = 0;
+  std::uint64_t tasks_ = 0;
   bool stopping_ = false;
   std::thread thread_;  // last: it starts once everything above exists
 };

@@ -28,6 +28,9 @@ class Communicator {
   virtual int world_size() const = 0;
   virtual const Topology& topology() const = 0;
   virtual TrafficMeter& meter() = 0;
+  // Whether the calls may come from a thread other than the one that started the runtime (one
+  // thread at a time): what the overlap's communication thread needs.
+  virtual bool allows_comm_thread() const = 0;
 
   // In place: `buffer` holds fanout(level) pieces of `count` elements; this rank's piece sits at
   // its coordinate; on return every piece is filled.

@@ -6,6 +6,7 @@
 namespace strata {
 
 ScratchPool::Buffer ScratchPool::acquire(std::size_t bytes, bool zeroed) {
+  const std::lock_guard<std::mutex> lock(mutex_);
   Buffer b;
   auto it = std::find_if(free_.begin(), free_.end(), [&](const Buffer& f) { return f->size() == bytes; });
   if (it != free_.end()) {
@@ -22,10 +23,21 @@ ScratchPool::Buffer ScratchPool::acquire(std::size_t bytes, bool zeroed) {
 
 void ScratchPool::release(Buffer buffer) {
   if (!buffer) return;
+  const std::lock_guard<std::mutex> lock(mutex_);
   live_ -= buffer->size();
   free_.push_back(std::move(buffer));
   // Keep the pool small: a few distinct sizes, two of each, is all a step needs.
   if (free_.size() > 8) free_.erase(free_.begin());
+}
+
+std::uint64_t ScratchPool::live_bytes() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return live_;
+}
+
+std::uint64_t ScratchPool::peak_bytes() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return peak_;
 }
 
 }  // namespace strata

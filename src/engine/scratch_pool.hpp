@@ -1,10 +1,13 @@
 // Reusable full-unit buffers (gathered weights, staging, unit gradients): blocks share a size, so
 // a handful of buffers serve a whole step without reallocating. Tracks live and peak bytes.
+// Thread-safe: the communication thread's collectives stage through it while the compute thread
+// releases finished reductions.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "core/aligned_buffer.hpp"
@@ -19,11 +22,11 @@ class ScratchPool {
   Buffer acquire(std::size_t bytes, bool zeroed);
   void release(Buffer buffer);
 
-  std::uint64_t live_bytes() const { return live_; }
-  std::uint64_t peak_bytes() const { return peak_; }
-  void reset_peak() { peak_ = live_; }
+  std::uint64_t live_bytes() const;
+  std::uint64_t peak_bytes() const;
 
  private:
+  mutable std::mutex mutex_;
   std::vector<Buffer> free_;
   std::uint64_t live_ = 0;
   std::uint64_t peak_ = 0;

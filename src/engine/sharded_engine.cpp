@@ -42,6 +42,7 @@ ShardedEngine::ShardedEngine(const GptConfig& config, int batch, int seq_len, st
   in.weight_dtype = options_.weight_dtype;
   in.grad_dtype = options_.grad_dtype;
   in.prefetch = options_.prefetch;
+  in.max_live_bytes = options_.max_live_bytes;
   schedule_ = build_step_schedule(in);
   in.mode = ScheduleMode::kEvaluate;
   eval_schedule_ = build_step_schedule(in);
@@ -61,6 +62,18 @@ ShardedEngine::ShardedEngine(const GptConfig& config, int batch, int seq_len, st
     STRATA_REQUIRE(std::sscanf(inject, "%d:%d", &fail_rank_, &fail_step_) == 2,
                    "STRATA_INJECT_FAILURE must read rank:step (got '{}')", inject);
   }
+  STRATA_REQUIRE(options_.prefetch >= 0 && options_.prefetch <= 64, "prefetch must be between 0 and 64 stages (got {})",
+                 options_.prefetch);
+  STRATA_REQUIRE(options_.inject_delay_us >= 0, "the injected delay must not be negative");
+  STRATA_REQUIRE(!options_.overlap || comm_.allows_comm_thread(),
+                 "overlap needs an MPI library that gives MPI_THREAD_SERIALIZED (the communication thread makes the "
+                 "MPI calls); this one does not: run with --overlap 0");
+  CommThread::Options threading;
+  threading.threaded = options_.overlap;
+  threading.record_spans = options_.record_timeline;
+  threading.max_delay_us = options_.inject_delay_us;
+  threading.seed = static_cast<std::uint64_t>(comm_.rank()) + 1;
+  comm_thread_ = std::make_unique<CommThread>(threading);
   units_ = make_unit_shards(layout(), t, options_.plan, comm_.rank(), options_.weight_dtype, seed);
 }
 
@@ -79,6 +92,30 @@ MeasuredMemory ShardedEngine::measured_memory() const {
   return m;
 }
 
+OverlapStats ShardedEngine::overlap_stats() const {
+  return {comm_thread_->busy_seconds(), comm_thread_->exposed_seconds(), comm_thread_->tasks_run()};
+}
+
+nlohmann::json ShardedEngine::timeline() const {
+  STRATA_REQUIRE(options_.record_timeline, "the timeline was not recorded (record_timeline is off)");
+  nlohmann::json events = nlohmann::json::array();
+  const int pid = comm_.rank();
+  auto thread_name = [&](int tid, const char* name) {
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
+  };
+  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", fmt::format("rank {}", pid)}}}});
+  thread_name(0, "compute (schedule ops)");
+  thread_name(1, options_.overlap ? "communication thread" : "communication (inline)");
+  auto add = [&](const TaskSpan& span, int tid) {
+    events.push_back({{"ph", "X"}, {"name", span.name}, {"pid", pid}, {"tid", tid},
+                      {"ts", static_cast<double>(span.begin_ns) * 1e-3},
+                      {"dur", static_cast<double>(span.end_ns - span.begin_ns) * 1e-3}});
+  };
+  for (const TaskSpan& span : compute_spans_) add(span, 0);
+  for (const TaskSpan& span : comm_thread_->spans()) add(span, 1);
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
 std::span<const unsigned char> ShardedEngine::secondary_copy(int unit) const {
   const UnitShard& u = *units_.at(static_cast<std::size_t>(unit));
   const std::string& name = layout().unit(static_cast<std::size_t>(unit)).name;
@@ -95,11 +132,24 @@ std::span<const unsigned char> ShardedEngine::secondary_copy(int unit) const {
 
 std::string ShardedEngine::description() const {
   const Topology& t = comm_.topology();
-  return fmt::format("sharded | topology {} | plan {}: {} | {} | prefetch {}", t.to_string(), options_.plan.name,
-                     options_.plan.describe(t), dtype_name(options_.weight_dtype), options_.prefetch ? "on" : "off");
+  const std::string bound =
+      options_.max_live_bytes == 0 ? "" : fmt::format(" (at most {} gathered bytes)", options_.max_live_bytes);
+  return fmt::format("sharded | topology {} | plan {}: {} | {} | prefetch {}{} | overlap {}", t.to_string(),
+                     options_.plan.name, options_.plan.describe(t), dtype_name(options_.weight_dtype),
+                     options_.prefetch, bound, options_.overlap ? "on (communication thread)" : "off");
 }
 
-std::string ShardedEngine::report() { return format_plan_report(plan_report(*this)); }
+std::string ShardedEngine::report() {
+  std::string out = format_plan_report(plan_report(*this));
+  const OverlapStats o = overlap_stats();
+  if (o.collectives > 0) {
+    out += fmt::format(
+        "communication (this rank): {:.3f} s in {} collectives, of which compute waited {:.3f} s: {:.0f}% hidden "
+        "(overlap {})\n",
+        o.communication_s, o.collectives, o.exposed_s, 100.0 * o.hidden_fraction(), options_.overlap ? "on" : "off");
+  }
+  return out;
+}
 
 // ---- buffers the schedule allocates ---------------------------------------------------------
 
@@ -158,7 +208,6 @@ void ShardedEngine::start_gather(const ScheduleOp& op) {
   UnitShard& u = shard(op.unit);
   const DType wt = options_.weight_dtype;
   u.gather_waited = false;
-  u.gather_quantized = false;
   if (op.comm.empty()) {
     // Replicated weights: nothing to gather; bf16 ones are widened for compute.
     if (u.compute) widen_from(reinterpret_cast<float*>(u.compute->data()), u.primary.data(), u.padded, wt);
@@ -171,19 +220,33 @@ void ShardedEngine::start_gather(const ScheduleOp& op) {
   const std::size_t from_len = secondary ? u.secondary_len : u.weight_len;
   float* compute = reinterpret_cast<float*>(u.compute->data());
   const std::size_t staging = u.staging ? u.staging->size() : 0;
-  if (op.comm.quant.enabled()) {
-    const auto span = static_cast<std::size_t>(comm_.topology().span(op.comm.first_level, op.comm.last_level));
-    STRATA_CHECK(staging == quantized_gather_bytes(op.comm.quant, from_len, span),
+  void* stage = u.staging ? static_cast<void*>(u.staging->data()) : static_cast<void*>(compute);
+  const CollectiveSpec spec = op.comm;
+  const TrafficPhase phase = op.phase;
+  const std::size_t padded = u.padded;
+  if (spec.quant.enabled()) {
+    const auto span = static_cast<std::size_t>(comm_.topology().span(spec.first_level, spec.last_level));
+    STRATA_CHECK(staging == quantized_gather_bytes(spec.quant, from_len, span),
                  "the schedule stages {} bytes for the quantized gather of unit {}, which needs {}", staging, op.unit,
-                 quantized_gather_bytes(op.comm.quant, from_len, span));
-    u.gather = start_quantized_all_gather(comm_, op.comm.quant, from, wt, from_len, op.comm.first_level,
-                                          op.comm.last_level, u.staging->data(), compute);
-    u.gather_quantized = true;
+                 quantized_gather_bytes(spec.quant, from_len, span));
+    // Decoded into fp32; bf16 working weights compute with bf16 values, as unquantized ones do,
+    // so the secondary copy taken from them is exact.
+    u.gather = comm_thread_->post(task_name(op), [this, spec, phase, from, wt, from_len, stage, compute, padded] {
+      comm_.meter().set_phase(phase);
+      start_quantized_all_gather(comm_, spec.quant, from, wt, from_len, spec.first_level, spec.last_level, stage,
+                                 compute)
+          ->wait();
+      if (wt == DType::kBF16) round_to_bf16(compute, padded);
+    });
     return;
   }
   STRATA_CHECK(staging == (wt == DType::kF32 ? 0 : u.padded * dtype_size(wt)),
                "the schedule stages {} bytes for the {} gather of unit {}", staging, dtype_name(wt), op.unit);
-  u.gather = start_unit_gather(comm_, op.comm, from, from_len, u.staging ? static_cast<void*>(u.staging->data()) : static_cast<void*>(compute));
+  u.gather = comm_thread_->post(task_name(op), [this, spec, phase, from, from_len, stage, compute, padded, wt] {
+    comm_.meter().set_phase(phase);
+    start_unit_gather(comm_, spec, from, from_len, stage)->wait();
+    if (stage != compute) widen_from(compute, stage, padded, wt);  // bf16 staging
+  });
 }
 
 void ShardedEngine::wait_gather(const ScheduleOp& op) {
@@ -191,14 +254,6 @@ void ShardedEngine::wait_gather(const ScheduleOp& op) {
   if (u.gather) {
     u.gather->wait();
     u.gather.reset();
-    float* compute = reinterpret_cast<float*>(u.compute->data());
-    if (u.gather_quantized) {
-      // Decoded into fp32; bf16 working weights compute with bf16 values, as unquantized ones do,
-      // so the secondary copy taken from them below is exact.
-      if (options_.weight_dtype == DType::kBF16) round_to_bf16(compute, u.padded);
-    } else if (u.staging) {
-      widen_from(compute, u.staging->data(), u.padded, options_.weight_dtype);
-    }
   }
   u.gather_waited = true;
 }
@@ -257,8 +312,29 @@ void ShardedEngine::compute(const ScheduleOp& op) {
   }
 }
 
+std::string ShardedEngine::task_name(const ScheduleOp& op) const {
+  std::string name = op_kind_name(op.kind);
+  if (op.unit >= 0) name += " " + schedule_.unit_names.at(static_cast<std::size_t>(op.unit));
+  return name;
+}
+
+// A blocking collective: on the communication thread (the only one making MPI calls while a
+// segment runs), with the op's phase on the meter.
+void ShardedEngine::run_collective(const ScheduleOp& op, const std::function<void()>& work) {
+  const TrafficPhase phase = op.phase;
+  comm_thread_->run(task_name(op), [this, phase, &work] {
+    comm_.meter().set_phase(phase);
+    work();
+  });
+}
+
 void ShardedEngine::execute(const ScheduleOp& op) {
-  comm_.meter().set_phase(op.phase);
+  const std::int64_t begin = options_.record_timeline ? steady_now_ns() : 0;
+  execute_op(op);
+  if (options_.record_timeline) compute_spans_.push_back({task_name(op), begin, steady_now_ns()});
+}
+
+void ShardedEngine::execute_op(const ScheduleOp& op) {
   for (const BufferEffect& b : op.alloc) acquire_buffer(b);
   UnitShard* u = op.unit >= 0 ? &shard(op.unit) : nullptr;
   switch (op.kind) {
@@ -270,35 +346,52 @@ void ShardedEngine::execute(const ScheduleOp& op) {
     case OpKind::kBackward: compute(op); break;
     case OpKind::kLossReduce: {
       double loss = loss_;
-      if (!op.comm.empty()) comm_.all_reduce_control(&loss, 1, op.comm.first_level, op.comm.last_level);
+      if (!op.comm.empty()) {
+        run_collective(op, [&] { comm_.all_reduce_control(&loss, 1, op.comm.first_level, op.comm.last_level); });
+      }
       // Every rank's loss is a mean over its rows; the global mean is their average.
       reduced_loss_ = loss / comm_.world_size();
       break;
     }
-    case OpKind::kReduceScatterStart:
+    case OpKind::kReduceScatterStart: {
       STRATA_CHECK(op.comm.elements == u->padded, "a reduce-scatter of unit {} as {} elements", op.unit, op.comm.elements);
-      u->reduction = start_unit_reduce_scatter(comm_, op.comm, grad_target(op.unit), scratch_);
+      STRATA_CHECK(!u->reduce_task, "a second reduce-scatter of unit {} while one is in flight", op.unit);
+      const CollectiveSpec spec = op.comm;
+      const TrafficPhase phase = op.phase;
+      float* gradient = grad_target(op.unit);
+      u->reduce_task = comm_thread_->post(task_name(op), [this, u, spec, phase, gradient] {
+        comm_.meter().set_phase(phase);
+        u->reduction = start_unit_reduce_scatter(comm_, spec, gradient, scratch_);
+        u->reduction->complete();
+      });
       break;
+    }
     case OpKind::kReduceScatterWait:
-      STRATA_CHECK(u->reduction != nullptr, "a reduce-scatter wait of unit {} without its start", op.unit);
-      u->reduction->finish(u->grad_shard.data(), u->grad_len);
+      STRATA_CHECK(u->reduce_task != nullptr, "a reduce-scatter wait of unit {} without its start", op.unit);
+      u->reduce_task->wait();
+      u->reduce_task.reset();
+      u->reduction->accumulate(u->grad_shard.data(), u->grad_len);
       u->reduction.reset();
       break;
     case OpKind::kReduceScatterReplicas:
       STRATA_CHECK(op.comm.elements == u->grad_len, "a replica reduce-scatter of unit {} as {} elements", op.unit,
                    op.comm.elements);
-      reduce_scatter_replicas(comm_, op.comm, u->grad_shard.data(), u->grad_shard.data() + u->reduced_offset, scratch_);
+      run_collective(op, [&] {
+        reduce_scatter_replicas(comm_, op.comm, u->grad_shard.data(), u->grad_shard.data() + u->reduced_offset, scratch_);
+      });
       break;
     case OpKind::kAllReduceReplicas:
       STRATA_CHECK(op.comm.elements == u->optim_len, "a replica all-reduce of unit {} as {} elements", op.unit,
                    op.comm.elements);
-      all_reduce_replicas(comm_, op.comm, u->grad_shard.data() + u->reduced_offset, scratch_);
+      run_collective(op, [&] { all_reduce_replicas(comm_, op.comm, u->grad_shard.data() + u->reduced_offset, scratch_); });
       break;
     case OpKind::kGradNorm: {
       const OpScope scope(Op::kGradNorm);
       double sum = 0.0;
       for (const auto& s : units_) sum += sum_of_squares(s->grad_shard.data() + s->reduced_offset, s->optim_len);
-      if (!op.comm.empty()) comm_.all_reduce_control(&sum, 1, op.comm.first_level, op.comm.last_level);
+      if (!op.comm.empty()) {
+        run_collective(op, [&] { comm_.all_reduce_control(&sum, 1, op.comm.first_level, op.comm.last_level); });
+      }
       norm_ = std::sqrt(sum);
       break;
     }
@@ -313,7 +406,10 @@ void ShardedEngine::execute(const ScheduleOp& op) {
     case OpKind::kGatherUpdated:
       STRATA_CHECK(op.comm.elements == u->weight_len && op.comm.dtype == options_.weight_dtype,
                    "the updated weights of unit {} as {} elements", op.unit, op.comm.elements);
-      gather_updated(comm_, op.comm, u->master.data(), u->optim_len, u->optim_offset, u->primary.data(), u->weight_offset);
+      run_collective(op, [&] {
+        gather_updated(comm_, op.comm, u->master.data(), u->optim_len, u->optim_offset, u->primary.data(),
+                       u->weight_offset);
+      });
       break;
     case OpKind::kBumpEpoch: ++epoch_; break;
   }

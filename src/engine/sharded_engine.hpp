@@ -6,10 +6,14 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "comm/comm_thread.hpp"
 #include "comm/communicator.hpp"
 #include "engine/scratch_pool.hpp"
 #include "engine/training_engine.hpp"
@@ -32,12 +36,27 @@ struct ShardedEngineOptions {
   ShardPlan plan;
   DType weight_dtype = DType::kF32;  // working weights (and their collectives)
   DType grad_dtype = DType::kF32;    // communicated gradients; accumulation is always fp32
-  bool prefetch = true;              // start gathering the next unit before computing this one
+  int prefetch = 1;                  // stages gathered ahead of the one computing (0: none)
+  std::uint64_t max_live_bytes = 0;  // bound on gathered-but-not-released bytes (0: none)
+  // Collectives run on a communication thread while compute goes on (needs an MPI library with
+  // MPI_THREAD_SERIALIZED); off: each runs on the calling thread when its op is reached.
+  bool overlap = true;
+  int inject_delay_us = 0;  // > 0: a random sleep of up to this before each collective (test mode)
+  bool record_timeline = false;  // keep every op's and every collective's span (timeline())
   int grad_accum = 1;                // micro-batches per step: the schedule holds every one
   bool validate = kValidateSchedulesByDefault;  // check the schedules when the engine is made
   // 0: run each segment in list order. Otherwise a seeded random order that respects the
   // dependencies (the same on every rank): a test that the dependencies are complete.
   std::uint64_t shuffle_seed = 0;
+};
+
+// Communication against compute, since the engine was made: seconds the collectives ran, and
+// seconds compute waited for them (all of it when overlap is off).
+struct OverlapStats {
+  double communication_s = 0.0;
+  double exposed_s = 0.0;
+  std::uint64_t collectives = 0;
+  double hidden_fraction() const { return communication_s > 0 ? 1.0 - exposed_s / communication_s : 0.0; }
 };
 
 struct MeasuredMemory {
@@ -70,6 +89,8 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   int load_checkpoint(const Checkpoint& checkpoint) override;
   std::string description() const override;
   std::string report() override;
+  bool records_timeline() const override { return options_.record_timeline; }
+  std::string timeline_json() const override { return timeline().dump(); }
 
   // One op of the schedule, exactly as written (the OpExecutor interface). Public so that tests
   // can drive the engine through hand-made sequences.
@@ -84,6 +105,10 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   const ScheduleCounts& schedule_counts() const { return counts_; }
   Communicator& communicator() { return comm_; }
   MeasuredMemory measured_memory() const;
+  OverlapStats overlap_stats() const;
+  // The recorded spans as a Chrome trace (chrome://tracing, Perfetto): this rank is the process,
+  // compute ops one thread and collectives another. Needs record_timeline.
+  nlohmann::json timeline() const;
   // Optimizer steps this engine has run (not counting those a loaded checkpoint had done): what
   // the traffic meter has seen.
   int steps_run() const { return steps_run_; }
@@ -109,6 +134,9 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   const float* weights(int unit);
   float* grad_target(int unit);
   void compute(const ScheduleOp& op);
+  void execute_op(const ScheduleOp& op);
+  void run_collective(const ScheduleOp& op, const std::function<void()>& work);
+  std::string task_name(const ScheduleOp& op) const;
   void gather_full(const AlignedBuffer<float>& slice, UnitShard& u, float* full);
 
   Communicator& comm_;
@@ -122,7 +150,9 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   // test that stops mid-step, an error) releases its staging into them as it completes.
   ScratchPool scheduled_;  // the buffers the schedule's ops allocate
   ScratchPool scratch_;    // collective staging
+  std::unique_ptr<CommThread> comm_thread_;  // after the pools (its tasks use them), before the units
   std::vector<std::unique_ptr<UnitShard>> units_;
+  std::vector<TaskSpan> compute_spans_;      // with record_timeline: every op this thread ran
   std::array<std::uint64_t, ScheduleCounts::kBuffers> live_by_kind_{}, peak_by_kind_{};
   std::uint64_t epoch_ = 1;
   int steps_run_ = 0;

@@ -43,6 +43,10 @@ class TrainingEngine {
   // The report printed at the end of a run (and by --report instead of training): empty when the
   // engine has nothing to report.
   virtual std::string report() { return std::string(); }
+  // The run's ops and collectives as a Chrome trace (JSON text), when the engine was asked to
+  // record them; engines with no collectives record nothing and say so.
+  virtual bool records_timeline() const { return false; }
+  virtual std::string timeline_json() const { return std::string(); }
 };
 
 }  // namespace strata

@@ -52,27 +52,32 @@ class UnitReduction final : public PendingReduction {
     request_.reset();  // a request still in flight completes (or, while unwinding, is abandoned) first
     scratch_.release(std::move(wire_));
     scratch_.release(std::move(out_));
+    scratch_.release(std::move(wide_));
   }
-  void finish(float* into, std::size_t piece_elements) override {
+  void complete() override {
+    if (completed_) return;
+    completed_ = true;
+    request_->wait();
+    if (type_ != DType::kF32) {  // widened here, so the compute thread only adds
+      wide_ = scratch_.acquire(piece_ * sizeof(float), false);
+      widen_from(reinterpret_cast<float*>(wide_->data()), out_->data(), piece_, type_);
+    }
+  }
+  void accumulate(float* into, std::size_t piece_elements) override {
     STRATA_CHECK(piece_elements == piece_, "a reduce-scatter piece of {} elements accumulated as {}", piece_,
                  piece_elements);
-    request_->wait();
-    if (type_ == DType::kF32) {
-      add_into(into, reinterpret_cast<const float*>(out_->data()), piece_);
-    } else {
-      ScratchPool::Buffer wide = scratch_.acquire(piece_ * sizeof(float), false);
-      widen_from(reinterpret_cast<float*>(wide->data()), out_->data(), piece_, type_);
-      add_into(into, reinterpret_cast<const float*>(wide->data()), piece_);
-      scratch_.release(std::move(wide));
-    }
+    STRATA_CHECK(completed_, "a reduce-scatter accumulated before it completed");
+    const ScratchPool::Buffer& piece = type_ == DType::kF32 ? out_ : wide_;
+    add_into(into, reinterpret_cast<const float*>(piece->data()), piece_);
   }
 
  private:
   ScratchPool& scratch_;
   DType type_;
   std::size_t piece_;
-  ScratchPool::Buffer wire_, out_;
+  ScratchPool::Buffer wire_, out_, wide_;
   std::unique_ptr<CommRequest> request_;
+  bool completed_ = false;
 };
 
 }  // namespace

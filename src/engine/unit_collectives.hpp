@@ -24,11 +24,18 @@ void widen_from(float* out, const void* in, std::size_t n, DType type);
 std::unique_ptr<CommRequest> start_unit_gather(Communicator& comm, const CollectiveSpec& spec, const void* shard,
                                                std::size_t shard_elements, void* gathered);
 
-// A gradient reduce-scatter in flight; finish() waits and adds this rank's fp32 piece into `into`.
+// A gradient reduce-scatter in flight. complete() waits for it (this rank's piece is then in fp32,
+// held here); accumulate() adds that piece into `into`. finish() is the two. With overlap the
+// communication thread runs complete() and the compute thread accumulate().
 class PendingReduction {
  public:
   virtual ~PendingReduction() = default;
-  virtual void finish(float* into, std::size_t piece_elements) = 0;
+  virtual void complete() = 0;
+  virtual void accumulate(float* into, std::size_t piece_elements) = 0;
+  void finish(float* into, std::size_t piece_elements) {
+    complete();
+    accumulate(into, piece_elements);
+  }
 };
 
 // Starts reducing spec.elements fp32 gradient elements over the spec's levels in spec.dtype. The

@@ -43,9 +43,9 @@ struct UnitShard {
 
   // Collectives in flight.
   std::unique_ptr<CommRequest> gather;
-  bool gather_quantized = false;  // the gather in flight decodes into `compute` itself
-  bool gather_waited = false;     // the gathered copy is complete
-  std::unique_ptr<PendingReduction> reduction;
+  bool gather_waited = false;  // the gathered copy is complete
+  std::unique_ptr<PendingReduction> reduction;  // made and completed by reduce_task's job
+  std::unique_ptr<CommRequest> reduce_task;     // declared last: destroyed (waited for) first
 };
 
 // The shards of every unit for this rank, with the fp32 master slice and the primary weight shard

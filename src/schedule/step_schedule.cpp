@@ -30,6 +30,35 @@ class Builder {
     kept_.assign(units, -1);
     secondary_read_.assign(units, -1);
     gathered_live_.assign(units, 0);
+    issued_.assign(units, false);
+    check_live_bound();
+  }
+
+  // The bound must let the largest stage be gathered alone (the head holds two units at once).
+  void check_live_bound() const {
+    if (in_.max_live_bytes == 0) return;
+    const ModelLayout& lay = *in_.layout;
+    std::uint64_t need = 0;
+    std::string what;
+    auto consider = [&](const std::vector<int>& units, WeightSource source, bool backward, const std::string& name) {
+      const std::uint64_t b = stage_bytes(units, source, backward);
+      if (b > need) need = b, what = name;
+    };
+    for (const Stage& st : forward_stages()) {
+      consider(st.units, WeightSource::kPrimary, false,
+               st.stage == ComputeStage::kHead ? "the head (final norm and token table)" : s_.unit_names[static_cast<std::size_t>(st.units[0])]);
+    }
+    if (in_.mode == ScheduleMode::kTrain) {
+      const WeightSource source = secondary_in_use() ? WeightSource::kSecondary : WeightSource::kPrimary;
+      for (int l = 0; l < lay.config().n_layer; ++l) {
+        const int u = static_cast<int>(lay.block_unit(l));
+        consider({u}, source, true, s_.unit_names[static_cast<std::size_t>(u)] + " in backward");
+      }
+    }
+    STRATA_REQUIRE(in_.max_live_bytes >= need,
+                   "max-live-bytes {} is below the {} bytes that {} needs gathered at once; the bound must hold at "
+                   "least the largest stage",
+                   in_.max_live_bytes, need, what);
   }
 
   StepSchedule build() {
@@ -151,25 +180,32 @@ class Builder {
 
   // ---- gathers ------------------------------------------------------------------------------
 
+  CollectiveSpec gather_spec(int unit, WeightSource source, bool backward) const {
+    if (plan_.weights == kReplicated) return {};
+    const int last = source == WeightSource::kSecondary ? plan_.secondary : plan_.weights;
+    return with_quant({CollectiveKind::kAllGather, 0, last, numel(unit), in_.weight_dtype}, plan_.weight_quant(backward));
+  }
+
   int gather_start(int micro, int unit, WeightSource source, bool backward) {
     ScheduleOp op = make(OpKind::kGatherStart, micro, unit);
     op.source = source;
-    if (plan_.weights != kReplicated) {
-      const int last = source == WeightSource::kSecondary ? plan_.secondary : plan_.weights;
-      op.comm = with_quant({CollectiveKind::kAllGather, 0, last, numel(unit), in_.weight_dtype},
-                           plan_.weight_quant(backward));
-    }
+    op.comm = gather_spec(unit, source, backward);
     const auto u = static_cast<std::size_t>(unit);
     gathered_live_[u] = gathered_bytes(unit, op.comm);
     if (gathered_live_[u] > 0) op.alloc.push_back({BufferKind::kGathered, unit, gathered_live_[u]});
-    op.deps = {released_[u]};  // one gathered buffer per unit: the previous copy must be gone
+    live_gathered_ += gathered_live_[u];
+    issued_[u] = true;
+    // One gathered buffer per unit: the previous copy must be gone. Starts run in list order and
+    // releases too (below), so the live bytes of any valid order are at most the list order's.
+    op.deps = {released_[u], last_gather_start_, last_release_};
     if (source == WeightSource::kSecondary) {
       STRATA_CHECK(kept_[u] >= 0, "a gather from the secondary copy of unit {} before it was kept", unit);
       op.deps.push_back(kept_[u]);
     } else {
       op.deps.push_back(updated_[u]);  // the previous step's update wrote the primary
     }
-    return add(op);
+    last_gather_start_ = add(op);
+    return last_gather_start_;
   }
 
   int gather_wait(int micro, int unit, int start) {
@@ -187,11 +223,15 @@ class Builder {
   int release(int micro, int unit, std::vector<int> deps) {
     ScheduleOp op = make(OpKind::kRelease, micro, unit);
     op.deps = std::move(deps);
-    if (const std::uint64_t b = gathered_live_[static_cast<std::size_t>(unit)]; b > 0) {
-      op.free.push_back({BufferKind::kGathered, unit, b});
-    }
+    op.deps.push_back(last_release_);
+    const auto u = static_cast<std::size_t>(unit);
+    if (const std::uint64_t b = gathered_live_[u]; b > 0) op.free.push_back({BufferKind::kGathered, unit, b});
+    live_gathered_ -= gathered_live_[u];
+    gathered_live_[u] = 0;
+    issued_[u] = false;
     const int id = add(op);
-    released_[static_cast<std::size_t>(unit)] = id;
+    released_[u] = id;
+    last_release_ = id;
     return id;
   }
 
@@ -248,21 +288,64 @@ class Builder {
     return s;
   }
 
+  // ---- gather issue with a prefetch depth and a live-memory bound ---------------------------------
+
+  // Issues the gathers of stages in order: stage i is started at the latest before its compute
+  // needs it; with prefetch depth d, stages up to i + d are started before stage i computes, as
+  // long as the gathered-but-not-released bytes stay within the bound and no unit of the stage is
+  // still gathered from an earlier stage (one gathered copy per unit).
+  struct Issuer {
+    std::vector<std::vector<int>> units;  // per stage
+    std::vector<std::vector<int>> starts; // per stage: its gather starts, once issued
+    std::size_t next = 0;                 // the first stage not issued
+    WeightSource source = WeightSource::kPrimary;
+    bool backward = false;
+  };
+
+  std::uint64_t stage_bytes(const std::vector<int>& units, WeightSource source, bool backward) const {
+    std::uint64_t b = 0;
+    for (int u : units) b += gathered_bytes(u, gather_spec(u, source, backward));
+    return b;
+  }
+
+  bool can_issue(const Issuer& is, std::size_t stage) const {
+    for (int u : is.units[stage]) {
+      if (issued_[static_cast<std::size_t>(u)]) return false;
+    }
+    return in_.max_live_bytes == 0 ||
+           live_gathered_ + stage_bytes(is.units[stage], is.source, is.backward) <= in_.max_live_bytes;
+  }
+
+  void issue_stage(int micro, Issuer& is) {
+    const std::size_t stage = is.next++;
+    for (int u : is.units[stage]) is.starts[stage].push_back(gather_start(micro, u, is.source, is.backward));
+  }
+
+  // Before stage `i` computes: stage i must be issued (the bound was checked to allow one stage
+  // alone), then up to i + depth as far as the bound allows.
+  void issue_through(int micro, Issuer& is, std::size_t i, bool prefetch) {
+    while (is.next <= i) {
+      STRATA_CHECK(can_issue(is, is.next), "stage {} cannot be gathered within the live-memory bound", is.next);
+      issue_stage(micro, is);
+    }
+    if (!prefetch) return;
+    const std::size_t last = std::min(is.units.size() - 1, i + static_cast<std::size_t>(in_.prefetch));
+    while (is.next <= last && can_issue(is, is.next)) issue_stage(micro, is);
+  }
+
   void forward_pass(int micro, bool training) {
     grad_open_.assign(static_cast<std::size_t>(s_.unit_count), false);
     const auto stages = forward_stages();
-    std::vector<int> pending;
-    auto start_stage = [&](const Stage& st) {
-      for (int u : st.units) pending.push_back(gather_start(micro, u, WeightSource::kPrimary, false));
-    };
-    start_stage(stages[0]);
+    Issuer is;
+    for (const Stage& st : stages) is.units.push_back(st.units);
+    is.starts.resize(stages.size());
     for (std::size_t i = 0; i < stages.size(); ++i) {
       const Stage& st = stages[i];
+      issue_through(micro, is, i, false);
       std::vector<int> waits;
-      for (std::size_t k = 0; k < pending.size(); ++k) waits.push_back(gather_wait(micro, st.units[k], pending[k]));
-      pending.clear();
-      const bool is_last = i + 1 == stages.size();
-      if (!is_last && in_.prefetch) start_stage(stages[i + 1]);  // the next stage's gathers overlap this compute
+      for (std::size_t k = 0; k < st.units.size(); ++k) waits.push_back(gather_wait(micro, st.units[k], is.starts[i][k]));
+      // The next stages' gathers overlap this compute.
+      if (in_.prefetch > 0) issue_through(micro, is, i, true);
       const int fwd = compute(OpKind::kForward, micro, st.stage, st.layer, st.units, {}, waits);
       if (st.stage == ComputeStage::kHead) {
         loss_reduce(micro, fwd);
@@ -287,7 +370,6 @@ class Builder {
         }
         release(micro, u, release_deps);
       }
-      if (!is_last && !in_.prefetch) start_stage(stages[i + 1]);
     }
   }
 
@@ -327,23 +409,22 @@ class Builder {
 
   void backward_pass(int micro) {
     const ModelLayout& lay = *in_.layout;
-    const WeightSource source = secondary_in_use() ? WeightSource::kSecondary : WeightSource::kPrimary;
     const int layers = lay.config().n_layer;
-    int pending = -1;
-    auto start = [&](int l) {
-      if (l >= 0) pending = gather_start(micro, static_cast<int>(lay.block_unit(l)), source, true);
-    };
-    start(layers - 1);
-    for (int l = layers - 1; l >= 0; --l) {
+    Issuer is;
+    is.source = secondary_in_use() ? WeightSource::kSecondary : WeightSource::kPrimary;
+    is.backward = true;
+    for (int l = layers - 1; l >= 0; --l) is.units.push_back({static_cast<int>(lay.block_unit(l))});
+    is.starts.resize(is.units.size());
+    for (std::size_t i = 0; i < is.units.size(); ++i) {
+      const int l = layers - 1 - static_cast<int>(i);
       const int u = static_cast<int>(lay.block_unit(l));
-      const int wait = gather_wait(micro, u, pending);
-      pending = -1;
-      if (in_.prefetch) start(l - 1);
+      issue_through(micro, is, i, false);
+      const int wait = gather_wait(micro, u, is.starts[i][0]);
+      if (in_.prefetch > 0) issue_through(micro, is, i, true);
       const int bwd = compute(OpKind::kBackward, micro, ComputeStage::kBlock, l, {u}, {u}, {wait});
       reduce_scatter_waits(micro);  // those started before this compute
       release(micro, u, {bwd});
       reduce_scatter_start(micro, u, bwd);
-      if (!in_.prefetch) start(l - 1);
     }
     const auto emb = static_cast<int>(ModelLayout::kEmbeddingUnit);
     const int bwd = compute(OpKind::kBackward, micro, ComputeStage::kEmbedding, -1, {}, {emb}, {});
@@ -417,7 +498,11 @@ class Builder {
   std::vector<int> updated_;        // per unit: the last update of its primary shard
   std::vector<int> kept_;           // per unit: the last keep_secondary
   std::vector<int> secondary_read_; // per unit: the last gather wait that read the secondary copy
-  std::vector<std::uint64_t> gathered_live_;  // per unit: bytes its last gather allocated
+  std::vector<std::uint64_t> gathered_live_;  // per unit: bytes its live gathered copy holds (0: none)
+  std::vector<bool> issued_;        // per unit: a gather started and not yet released
+  std::uint64_t live_gathered_ = 0; // gathered bytes live at this point of the list
+  int last_gather_start_ = -1;
+  int last_release_ = -1;
   std::vector<bool> grad_open_;     // per unit: a unit-gradient buffer of this micro-batch is live
   std::vector<int> in_flight_;      // reduce-scatter starts not yet waited for
 };

@@ -104,7 +104,12 @@ struct ScheduleInputs {
   int seq_len = 1;
   DType weight_dtype = DType::kF32;
   DType grad_dtype = DType::kF32;
-  bool prefetch = true;
+  // Stages whose gathers start before the current stage computes (0: each gather starts when its
+  // stage is reached). Bounded by max_live_bytes.
+  int prefetch = 1;
+  // Gathered-but-not-released bytes (kGathered buffers) never exceed this in any valid order of
+  // the list; 0: no bound. Refused when below what the largest stage needs alone.
+  std::uint64_t max_live_bytes = 0;
 };
 
 struct StepSchedule {

@@ -55,7 +55,10 @@ void connect_engine(EngineSetup& setup, const TrainConfig& config) {
   ShardedEngineOptions options;
   options.plan = setup.plan;
   options.weight_dtype = options.grad_dtype = config.dtype == "bf16" ? DType::kBF16 : DType::kF32;
-  options.prefetch = config.prefetch != 0;
+  options.prefetch = config.prefetch;
+  options.max_live_bytes = static_cast<std::uint64_t>(config.max_live_bytes);
+  options.overlap = config.overlap != 0;
+  options.record_timeline = !config.timeline.empty();
   options.grad_accum = config.grad_accum;
   setup.comm = std::make_unique<MpiCommunicator>(*setup.topology);
   const std::string nodes = describe_declared_nodes(*setup.topology);

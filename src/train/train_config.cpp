@@ -68,7 +68,9 @@ void TrainConfig::validate() const {
   STRATA_REQUIRE(save_every >= 0, "save-every must not be negative (got {})", save_every);
   STRATA_REQUIRE(save_every == 0 || !save.empty(), "save-every needs a checkpoint path (--save)");
   STRATA_REQUIRE(dtype == "fp32" || dtype == "bf16", "dtype must be fp32 or bf16 (got '{}')", dtype);
-  STRATA_REQUIRE(prefetch == 0 || prefetch == 1, "prefetch must be 0 or 1 (got {})", prefetch);
+  STRATA_REQUIRE(prefetch >= 0 && prefetch <= 64, "prefetch must be between 0 and 64 stages (got {})", prefetch);
+  STRATA_REQUIRE(max_live_bytes >= 0, "max-live-bytes must not be negative (0: no bound; got {})", max_live_bytes);
+  STRATA_REQUIRE(overlap == 0 || overlap == 1, "overlap must be 0 or 1 (got {})", overlap);
   STRATA_REQUIRE(stop_after >= 0, "stop-after must not be negative (got {})", stop_after);
 }
 

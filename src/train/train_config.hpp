@@ -46,7 +46,10 @@ struct TrainConfig {
   std::string topology = "flat";  // levels, innermost first, e.g. "gcd:2,gpu:4,node:*", or a preset
   std::string plan = "auto";      // preset or explicit list; auto: local reference for one process, else hier3
   std::string dtype = "fp32";     // working weights and communicated gradients: fp32 or bf16
-  int prefetch = 1;               // 1: start gathering the next unit while this one computes
+  int prefetch = 1;               // stages whose gathers start before the current one computes
+  std::int64_t max_live_bytes = 0;  // bound on gathered-but-not-released weight bytes (0: none)
+  int overlap = 1;                // 1: collectives on a communication thread while compute runs
+  std::string timeline;           // Chrome trace of the run's ops and collectives (empty: none)
   bool report = false;            // print the plan report from the schedule and stop, no step run
 
   // Run.

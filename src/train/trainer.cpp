@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "comm/mpi/mpi_runtime.hpp"
@@ -22,6 +24,22 @@
 namespace strata {
 
 namespace {
+
+// Written whole under a temporary name, then renamed, so a reader never sees half a file.
+void write_text_file(const std::string& path, const std::string& text) {
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream f(partial, std::ios::binary | std::ios::trunc);
+    STRATA_REQUIRE(f.good(), "{}: cannot open for writing", partial);
+    f << text;
+    f.flush();
+    STRATA_REQUIRE(f.good(), "{}: writing failed (disk full?)", partial);
+  }
+  if (std::rename(partial.c_str(), path.c_str()) != 0) {
+    std::remove(partial.c_str());
+    fail("{}: cannot rename the finished file into place", path);
+  }
+}
 
 std::atomic<bool> g_stop_requested{false};
 
@@ -140,6 +158,9 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
              model_.matmul_parameter_count());
   fmt::print(out, "engine: {}\n", engine.description());
   for (const std::string& note : notes) fmt::print(out, "{}\n", note);
+  STRATA_REQUIRE(config_.timeline.empty() || engine.records_timeline(),
+                 "--timeline records collectives, and this run has none (one process runs the plain reference "
+                 "engine; give --plan to shard it)");
   if (config_.report) {
     // The schedule alone answers: no step runs.
     fmt::print(out, "\n{}", engine.report());
@@ -225,6 +246,13 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
   std::signal(SIGTERM, previous_term);
 
   if (const std::string report = engine.report(); !report.empty()) fmt::print(out, "\n{}", report);
+  if (!config_.timeline.empty()) {
+    // Each rank its own file: rank 0 the path given, rank r the path with ".rank<r>".
+    const std::string path = rank_ == 0 ? config_.timeline : fmt::format("{}.rank{}", config_.timeline, rank_);
+    write_text_file(path, engine.timeline_json());
+    fmt::print(out, "timeline: {} (and .rank<r> for the other ranks; open in chrome://tracing or Perfetto)\n",
+               config_.timeline);
+  }
   if (!step_ms.empty()) {
     const double med = median(step_ms);
     fmt::print(out, "done: {} steps | median {:.1f} ms/step | {:.0f} tok/s | {:.3f} TFLOP/s\n", step_ms.size(), med,

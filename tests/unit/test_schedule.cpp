@@ -13,10 +13,13 @@
 #include "schedule/counting_executor.hpp"
 #include "schedule/op_executor.hpp"
 #include "schedule/validate.hpp"
+#include "support/error_text.hpp"
 #include "support/plan_formulas.hpp"
 
 namespace strata {
 namespace {
+
+using testing::error_of;
 
 struct Case {
   const char* topology;
@@ -43,8 +46,9 @@ std::vector<std::string> plans_for(const Topology& t) {
   return plans;
 }
 
-StepSchedule build(const ModelLayout& layout, const Topology& t, const std::string& plan, int accum, bool prefetch,
-                   int steps = 1, DType dtype = DType::kF32, ScheduleMode mode = ScheduleMode::kTrain) {
+StepSchedule build(const ModelLayout& layout, const Topology& t, const std::string& plan, int accum, int prefetch,
+                   int steps = 1, DType dtype = DType::kF32, ScheduleMode mode = ScheduleMode::kTrain,
+                   std::uint64_t max_live_bytes = 0) {
   ScheduleInputs in;
   in.layout = &layout;
   in.topology = &t;
@@ -56,6 +60,7 @@ StepSchedule build(const ModelLayout& layout, const Topology& t, const std::stri
   in.seq_len = 32;
   in.weight_dtype = in.grad_dtype = dtype;
   in.prefetch = prefetch;
+  in.max_live_bytes = max_live_bytes;
   return build_step_schedule(in);
 }
 
@@ -297,6 +302,63 @@ TEST(CountingExecutor, PrefetchRaisesThePeakOfGatheredWeights) {
   EXPECT_EQ(gathered(false), std::max(block, emb + fin));
   EXPECT_EQ(gathered(true), std::max({emb + block, 2 * block, block + emb + fin}));
   EXPECT_GT(gathered(true), gathered(false));
+}
+
+// The peak of gathered bytes when the segments run in `order_seed`'s order (0: the list order),
+// from the alloc and free effects alone.
+std::uint64_t gathered_peak(const StepSchedule& s, std::uint64_t order_seed) {
+  std::uint64_t live = 0, peak = 0;
+  for (int g = 0; g < static_cast<int>(s.segments.size()); ++g) {
+    for (int i : segment_order(s, g, order_seed)) {
+      const ScheduleOp& op = s.ops[static_cast<std::size_t>(i)];
+      for (const BufferEffect& b : op.alloc) live += b.kind == BufferKind::kGathered ? b.bytes : 0;
+      peak = std::max(peak, live);
+      for (const BufferEffect& b : op.free) live -= b.kind == BufferKind::kGathered ? b.bytes : 0;
+    }
+  }
+  return peak;
+}
+
+// Deeper prefetch holds more stages at once; a live-memory bound caps it in the list order and
+// in every order the dependencies allow (starts and releases run in list order), and a bound
+// below the largest stage is refused with a sentence.
+TEST(CountingExecutor, PrefetchDepthRaisesThePeakAndTheBoundCapsItInEveryOrder) {
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  const std::vector<std::size_t> padded = padded_unit_sizes(tiny(), t);
+  const std::uint64_t block = padded[tiny().block_unit(0)] * 4, emb = padded[0] * 4, fin = padded[tiny().final_norm_unit()] * 4;
+  const std::uint64_t head = emb + fin;
+  std::vector<std::uint64_t> peaks;
+  for (int depth : {0, 1, 2, 3}) peaks.push_back(gathered_peak(build(tiny(), t, "zero3", 1, depth), 0));
+  EXPECT_LT(peaks[0], peaks[1]);
+  EXPECT_LT(peaks[1], peaks[2]);
+  // tiny has 2 blocks. Depth 2 holds the embedding and both blocks, then, once the embedding is
+  // released, both blocks and the head; depth 3 cannot start the head earlier (the embedding is
+  // one of its units and is still gathered), so it holds no more.
+  EXPECT_EQ(peaks[2], 2 * block + head);
+  EXPECT_EQ(peaks[3], peaks[2]);
+  const std::uint64_t largest = std::max(block, head);
+  for (std::uint64_t bound : {largest, largest + block / 2, 2 * block + fin}) {
+    for (const char* plan : {"zero3", "zeropp", "hier3,quant_weights=int8,quant_grads=int4"}) {
+      const StepSchedule s = build(tiny(), t, plan, 2, 3, 2, DType::kBF16, ScheduleMode::kTrain, bound * 2);
+      const ScheduleCheck check = validate_schedule(s);
+      EXPECT_TRUE(check.ok()) << plan << " bound " << bound << ": " << all_problems(check);
+      for (std::uint64_t seed : {0u, 4u, 9u}) {
+        EXPECT_LE(gathered_peak(s, seed), bound * 2) << plan << " bound " << bound << " order " << seed;
+      }
+    }
+  }
+  // bf16 gathers stage a bf16 copy beside the fp32 one: a unit needs 6 bytes per element; in tiny
+  // a block is the largest stage.
+  const std::uint64_t bf16_block = padded[tiny().block_unit(0)] * 6;
+  ASSERT_GT(block, head);
+  const std::string refused = error_of([&] {
+    build(tiny(), t, "zero3", 1, 1, 1, DType::kBF16, ScheduleMode::kTrain, bf16_block - 1);
+  });
+  EXPECT_NE(refused.find("max-live-bytes " + std::to_string(bf16_block - 1) + " is below the " +
+                         std::to_string(bf16_block) + " bytes that block0 needs gathered at once"),
+            std::string::npos)
+      << refused;
+  EXPECT_NO_THROW(build(tiny(), t, "zero3", 1, 1, 1, DType::kBF16, ScheduleMode::kTrain, bf16_block));
 }
 
 TEST(ExecutionOrder, SeededOrdersArePermutationsThatRespectEveryDependency) {

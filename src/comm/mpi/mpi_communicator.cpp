@@ -94,6 +94,8 @@ MpiCommunicator::MpiCommunicator(Topology topology)
   bf16_sum_ = MpiOp(op);
 }
 
+bool MpiCommunicator::allows_comm_thread() const { return MpiRuntime::allows_comm_thread(); }
+
 MPI_Datatype MpiCommunicator::mpi_type(DType type) const {
   switch (type) {
     case DType::kF32: return MPI_FLOAT;

@@ -25,6 +25,7 @@ class MpiCommunicator final : public Communicator {
   int world_size() const override { return topology_.world_size(); }
   const Topology& topology() const override { return topology_; }
   TrafficMeter& meter() override { return meter_; }
+  bool allows_comm_thread() const override;
 
   void all_gather(void* buffer, std::size_t count, DType type, int level) override;
   std::unique_ptr<CommRequest> start_all_gather(void* buffer, std::size_t count, DType type, int level) override;

@@ -24,7 +24,11 @@ void mpi_check(int code, std::string_view call) {
 
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   int provided = 0;
-  const int code = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  // SERIALIZED: with overlap on, the communication thread makes the engine's MPI calls while the
+  // main thread computes; the two never call MPI at the same time (the main thread calls it only
+  // between engine calls, when no task is in flight). A library that gives only FUNNELED can
+  // still run with overlap off.
+  const int code = MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
   if (code != MPI_SUCCESS) {
     std::fprintf(stderr, "strata: error: MPI_Init_thread failed (code %d)\n", code);
     std::exit(1);
@@ -35,12 +39,18 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
     std::fprintf(stderr, "strata: error: MPI_Comm_set_errhandler failed\n");
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  // Only the thread that called MPI_Init_thread makes MPI calls; OpenMP threads never do.
+  // OpenMP threads never make MPI calls.
   if (provided < MPI_THREAD_FUNNELED) {
     std::fprintf(stderr, "strata: error: the MPI library offers thread level %d, Strata needs MPI_THREAD_FUNNELED\n",
                  provided);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
+}
+
+bool MpiRuntime::allows_comm_thread() {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  return provided >= MPI_THREAD_SERIALIZED;
 }
 
 MpiRuntime::~MpiRuntime() {

@@ -15,6 +15,8 @@ class MpiRuntime {
   MpiRuntime& operator=(const MpiRuntime&) = delete;
 
   static bool initialized();
+  // The library gave MPI_THREAD_SERIALIZED or more: another thread may make the MPI calls.
+  static bool allows_comm_thread();
   static int world_rank();
   static int world_size();
   // Ranks sharing this host's memory (MPI_COMM_TYPE_SHARED); collective.
