@@ -134,6 +134,14 @@ ShardedEngineOptions options_for(const std::string& plan, const Topology& t, DTy
   return o;
 }
 
+// One sharded run of `plan` with the settings: the engine is made, trained and dropped.
+RunResult run_plan(const std::string& plan, const Topology& t, DType dtype, const RunSettings& s) {
+  MpiCommunicator comm(t);
+  ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
+                       options_for(plan, t, dtype, s));
+  return run_sharded(engine, s);
+}
+
 // Compares a sharded run with the reference on rank 0. Losses: relative 1e-5 (measured ~5e-8).
 // Weights after the AdamW steps: a looser bound is right, because Adam normalises each update to
 // about lr whatever the gradient's size: where a gradient element nearly cancels, summing it in
@@ -197,10 +205,7 @@ void every_plan_matches_reference(const std::string& topology, const std::vector
   std::vector<std::string> plans = exact_presets(t);
   plans.insert(plans.end(), extra_plans.begin(), extra_plans.end());
   for (const auto& plan : plans) {
-    MpiCommunicator comm(t);
-    ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
-                         options_for(plan, t, DType::kF32, s));
-    const RunResult got = run_sharded(engine, s);
+    const RunResult got = run_plan(plan, t, DType::kF32, s);
     expect_matches(got, ref, s, topology + " " + plan + label);
   }
 }
@@ -286,10 +291,7 @@ TEST(World8, RandomDelaysBeforeEachCollectiveNeitherHangNorChangeTheResult) {
       s.steps = 20;
       s.grad_accum = 1;
       s.inject_delay_us = delay;
-      MpiCommunicator comm(t);
-      ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
-                           options_for(plan, t, DType::kF32, s));
-      runs.push_back(run_sharded(engine, s));
+      runs.push_back(run_plan(plan, t, DType::kF32, s));
     }
     EXPECT_EQ(runs[0].losses, runs[1].losses) << plan;
     EXPECT_EQ(runs[0].weights, runs[1].weights) << plan;
@@ -658,10 +660,7 @@ TEST(World8, QuantizedPlansTrackTheSingleProcessRun) {
   for (const Case& c : {Case{"zero3,quant_weights=int8,quant_grads=int8", 0.01, 0.15}, Case{"zeropp", 0.02, 0.2},
                         Case{"hier3,quant_weights=int8,quant_grads=int4", 0.02, 0.2},
                         Case{"ddp,quant_grads=int8", 0.005, 0.01}}) {
-    MpiCommunicator comm(t);
-    ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
-                         options_for(c.plan, t, DType::kF32, s));
-    const RunResult got = run_sharded(engine, s);
+    const RunResult got = run_plan(c.plan, t, DType::kF32, s);
     if (world_rank() != 0) continue;
     double worst_loss = 0.0, worst_norm = 0.0;
     for (int i = 0; i < s.steps; ++i) {
@@ -685,10 +684,7 @@ TEST(World8, QuantizedReplicasStayBitIdentical) {
   for (const char* plan : {"mics,quant_grads=int4", "ddp,quant_grads=int4"}) {
     RunSettings s;
     s.steps = 3;
-    MpiCommunicator comm(t);
-    ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
-                         options_for(plan, t, DType::kF32, s));
-    const RunResult got = run_sharded(engine, s);
+    const RunResult got = run_plan(plan, t, DType::kF32, s);
     for (std::size_t u = 0; u < got.weights.size(); ++u) {
       std::vector<float> first(got.weights[u]);
       MPI_Bcast(first.data(), static_cast<int>(first.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
@@ -708,10 +704,7 @@ TEST(World8, QuantizedPlansGiveTheSameBitsInEveryValidOrder) {
       RunSettings s;
       s.steps = 3;
       s.shuffle_seed = seed;
-      MpiCommunicator comm(t);
-      ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
-                           options_for(plan, t, DType::kBF16, s));
-      runs.push_back(run_sharded(engine, s));
+      runs.push_back(run_plan(plan, t, DType::kBF16, s));
     }
     EXPECT_EQ(runs[0].losses, runs[1].losses) << plan;
     EXPECT_EQ(runs[0].weights, runs[1].weights) << plan;
@@ -834,10 +827,7 @@ TEST(World6, QuantizedPlansTrackTheSingleProcessRunWithPaddedUnits) {
   const Topology t = Topology::parse("gcd:2,gpu:3,node:*", 6);
   const RunResult ref = world_rank() == 0 ? run_reference(s, 6) : RunResult{};
   for (const char* plan : {"zeropp", "hier3,quant_weights=int8,quant_grads=int4", "mics,quant_grads=int4"}) {
-    MpiCommunicator comm(t);
-    ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
-                         options_for(plan, t, DType::kBF16, s));
-    const RunResult got = run_sharded(engine, s);
+    const RunResult got = run_plan(plan, t, DType::kBF16, s);
     if (world_rank() != 0) continue;
     double worst = 0.0;
     for (int i = 0; i < s.steps; ++i) worst = std::max(worst, std::abs(got.losses[i] - ref.losses[i]) / ref.losses[i]);
