@@ -12,6 +12,7 @@
 #include "core/threads.hpp"
 #include "engine/local_engine.hpp"
 #include "engine/sharded_engine.hpp"
+#include "schedule/step_schedule.hpp"
 
 namespace strata {
 
@@ -41,6 +42,19 @@ EngineSetup plan_engine(const TrainConfig& config, int world) {
       resolve_plan(ShardPlan::parse(config.plan == "auto" ? "hier3" : config.plan, *setup.topology), *setup.topology);
   setup.plan = resolved.plan;
   if (!resolved.note.empty()) setup.notes.push_back(resolved.note);
+  if (config.max_live_bytes > 0) {
+    // The bound is checked by the schedule builder; building one here refuses a bound below the
+    // largest unit before any collective, once for all ranks, not as a mid-run abort on each.
+    const ModelLayout layout(config.model_config());
+    ScheduleInputs in;
+    in.layout = &layout;
+    in.topology = setup.topology.get();
+    in.plan = setup.plan;
+    in.weight_dtype = in.grad_dtype = config.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+    in.prefetch = config.prefetch;
+    in.max_live_bytes = static_cast<std::uint64_t>(config.max_live_bytes);
+    build_step_schedule(in);
+  }
   return setup;
 }
 
