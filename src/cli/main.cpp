@@ -8,7 +8,10 @@
 #include <sstream>
 
 #include "cli/exit_codes.hpp"
+#include "cli/calibrate_command.hpp"
 #include "cli/models_command.hpp"
+#include "cli/plan_command.hpp"
+#include "cli/simulate_command.hpp"
 #include "cli/train_command.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
 #include "core/error.hpp"
@@ -23,6 +26,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   strata::add_train_command(app);
   strata::add_models_command(app);
+  strata::add_simulate_command(app);
+  strata::add_plan_command(app);
+  strata::add_calibrate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

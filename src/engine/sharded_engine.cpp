@@ -17,6 +17,7 @@
 #include "engine/unit_collectives.hpp"
 #include "optim/adamw.hpp"
 #include "optim/grad_norm.hpp"
+#include "schedule/chrome_trace.hpp"
 #include "schedule/validate.hpp"
 
 namespace strata {
@@ -98,22 +99,16 @@ OverlapStats ShardedEngine::overlap_stats() const {
 
 nlohmann::json ShardedEngine::timeline() const {
   STRATA_REQUIRE(options_.record_timeline, "the timeline was not recorded (record_timeline is off)");
-  nlohmann::json events = nlohmann::json::array();
-  const int pid = comm_.rank();
-  auto thread_name = [&](int tid, const char* name) {
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
-  };
-  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", fmt::format("rank {}", pid)}}}});
-  thread_name(0, "compute (schedule ops)");
-  thread_name(1, options_.overlap ? "communication thread" : "communication (inline)");
-  auto add = [&](const TaskSpan& span, int tid) {
-    events.push_back({{"ph", "X"}, {"name", span.name}, {"pid", pid}, {"tid", tid},
-                      {"ts", static_cast<double>(span.begin_ns) * 1e-3},
-                      {"dur", static_cast<double>(span.end_ns - span.begin_ns) * 1e-3}});
+  std::vector<TraceSpan> spans;
+  auto add = [&](const TaskSpan& span, int lane) {
+    spans.push_back({span.name, lane, static_cast<double>(span.begin_ns) * 1e-3, static_cast<double>(span.end_ns) * 1e-3});
   };
   for (const TaskSpan& span : compute_spans_) add(span, 0);
   for (const TaskSpan& span : comm_thread_->spans()) add(span, 1);
-  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+  const int pid = comm_.rank();
+  return chrome_trace(chrome_trace_events(
+      pid, fmt::format("rank {}", pid),
+      {"compute (schedule ops)", options_.overlap ? "communication thread" : "communication (inline)"}, spans));
 }
 
 std::span<const unsigned char> ShardedEngine::secondary_copy(int unit) const {

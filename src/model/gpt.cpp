@@ -12,6 +12,37 @@
 
 namespace strata {
 
+ActivationBytes Gpt::activation_bytes(const GptConfig& config, int batch, int seq_len) {
+  const std::uint64_t bt = static_cast<std::uint64_t>(batch) * static_cast<std::uint64_t>(seq_len);
+  const std::uint64_t c = static_cast<std::uint64_t>(config.n_embd);
+  const std::uint64_t f = sizeof(float);
+  ActivationBytes a;
+  // ln1, atty, residual2, ln2, output (C each), qkv (3C), fch and fch_gelu (4C each), four
+  // norm statistics, and the attention probabilities (heads x T per token).
+  a.per_layer = f * (bt * c * (5 + 3 + 8) + 4 * bt +
+                     static_cast<std::uint64_t>(batch) * config.n_head * static_cast<std::uint64_t>(seq_len) * seq_len);
+  // encoded, lnf, proj, dresidual, dln, datty (C each), dqkv (3C), dfch (4C), lnf statistics,
+  // lse and losses, and the logits.
+  a.rest = f * (bt * c * (6 + 3 + 4) + 4 * bt + bt * static_cast<std::uint64_t>(config.padded_vocab_size()));
+  a.layer_input = f * bt * c;
+  return a;
+}
+
+std::uint64_t Gpt::allocated_activation_bytes() const {
+  std::uint64_t n = 0;
+  for (const LayerActivations& a : layers_) {
+    for (const AlignedBuffer<float>* b : {&a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.qkv, &a.atty, &a.att, &a.residual2, &a.ln2,
+                                          &a.ln2_mean, &a.ln2_rstd, &a.fch, &a.fch_gelu, &a.output}) {
+      n += b->size();
+    }
+  }
+  for (const AlignedBuffer<float>* b : {&encoded_, &lnf_, &lnf_mean_, &lnf_rstd_, &logits_, &lse_, &losses_, &proj_,
+                                        &dresidual_, &dln_, &datty_, &dqkv_, &dfch_}) {
+    n += b->size();
+  }
+  return n * sizeof(float);
+}
+
 Gpt::Gpt(const GptConfig& config, int batch, int seq_len) : layout_(config), batch_(batch), seq_len_(seq_len) {
   STRATA_REQUIRE(batch >= 1, "batch size must be at least 1 (got {})", batch);
   STRATA_REQUIRE(seq_len >= 1 && seq_len <= config.context_length,

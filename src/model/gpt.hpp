@@ -14,8 +14,22 @@
 
 namespace strata {
 
+// Bytes of the activations and scratch a Gpt of one shape holds (fp32), in closed form: what a
+// simulator charges for a model it cannot allocate. per_layer is one block's stored activations;
+// rest is the embedding output, the head (logits included) and the scratch shared by the blocks.
+struct ActivationBytes {
+  std::uint64_t per_layer = 0;
+  std::uint64_t rest = 0;
+  std::uint64_t layer_input = 0;  // one block's input (what recomputation would keep per block)
+  std::uint64_t total(int n_layer) const { return per_layer * static_cast<std::uint64_t>(n_layer) + rest; }
+};
+
 class Gpt {
  public:
+  static ActivationBytes activation_bytes(const GptConfig& config, int batch, int seq_len);
+  // What this object allocated (its activations and scratch, tokens excluded).
+  std::uint64_t allocated_activation_bytes() const;
+
   Gpt(const GptConfig& config, int batch, int seq_len);
 
   const GptConfig& config() const { return layout_.config(); }

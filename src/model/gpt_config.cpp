@@ -15,7 +15,9 @@ struct Preset {
   int n_layer, n_embd, n_head, vocab_size, context_length;
 };
 
-// tiny: the test model; small: the benchmark's small config; the rest are GPT-2 (Radford et al.).
+// tiny: the test model; small: the benchmark's small config; then GPT-2 (Radford et al.); then
+// GPT-3-style shapes at T=2048 (Brown et al. table 2.1, with GPT-2's vocabulary) up to the
+// 20B-class shape of GPT-NeoX-20B, for simulation and planning: this machine cannot train them.
 constexpr Preset kPresets[] = {
     {"tiny", 2, 64, 4, 256, 64},
     {"small", 4, 256, 4, 8192, 128},
@@ -23,6 +25,10 @@ constexpr Preset kPresets[] = {
     {"gpt2-350m", 24, 1024, 16, 50257, 1024},
     {"gpt2-774m", 36, 1280, 20, 50257, 1024},
     {"gpt2-1558m", 48, 1600, 25, 50257, 1024},
+    {"gpt-1.3b", 24, 2048, 16, 50257, 2048},
+    {"gpt-6.7b", 32, 4096, 32, 50257, 2048},
+    {"gpt-13b", 40, 5120, 40, 50257, 2048},
+    {"gpt-20b", 44, 6144, 64, 50257, 2048},
 };
 
 std::int64_t block_parameter_count(std::int64_t c) {

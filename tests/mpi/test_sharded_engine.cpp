@@ -31,6 +31,7 @@
 #include "engine/unit_collectives.hpp"
 #include "plan/unit_padding.hpp"
 #include "schedule/counting_executor.hpp"
+#include "schedule/simulator.hpp"
 #include "support/plan_formulas.hpp"
 
 namespace strata {
@@ -433,6 +434,79 @@ TEST(World8, MeterEqualsTheScheduleCountAndTheFormulasExactly) {
         if (!engine.plan().has_secondary()) {
           EXPECT_EQ(counts.peak_by_kind[static_cast<std::size_t>(BufferKind::kSecondary)], 0u) << where;
         }
+      }
+    }
+  }
+}
+
+// The simulator replays the very schedule the engine executed: on a cluster model of the same
+// shape (gcd:2,gpu:2,node:2 with made-up link figures), its bytes per level and phase equal what
+// the MPI meter counted, for every preset and the quantized variants, fp32 and bf16, with 1 and 3
+// micro-batches; the resident states and the schedule's buffer peak equal what the engine held;
+// and simulating from the inputs gives exactly the replay of the engine's own list.
+TEST(World8, SimulatorBytesPerLevelEqualTheMeterForEveryPreset) {
+  ASSERT_EQ(world_size(), 8);
+  const ClusterModel cluster = ClusterModel::from_toml(R"(name = "virtual"
+levels = ["gcd", "gpu", "node"]
+[device]
+peak_flops = 1e10
+memory_bandwidth = 1e10
+[level.gcd]
+fanout = 2
+link_bandwidth = 4e9
+latency = 1e-6
+[level.gpu]
+fanout = 2
+link_bandwidth = 2e9
+latency = 2e-6
+[level.node]
+fanout = "*"
+link_bandwidth = 1e9
+ranks_per_link = 2
+latency = 5e-6
+)", "the test's cluster");
+  const Topology t = cluster.topology(2);
+  ASSERT_EQ(t.world_size(), 8);
+  std::vector<std::string> plans = ShardPlan::preset_names();
+  plans.push_back("hier3,quant_weights=int8,quant_grads=int4");
+  plans.push_back("zero3,quant_weights=int4,quant_grads=int8,quant_block=64");
+  plans.push_back("mics,quant_grads=int4");
+  for (int accum : {1, 3}) {
+    RunSettings s;
+    s.steps = 1;
+    s.grad_accum = accum;
+    for (const auto& plan : plans) {
+      for (DType dtype : {DType::kF32, DType::kBF16}) {
+        MpiCommunicator comm(t);
+        ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
+                             options_for(plan, t, dtype, s));
+        run_sharded(engine, s);
+        SimulationInputs in;
+        in.model = GptConfig::preset("tiny");
+        in.plan = engine.plan();
+        in.micro_batch = s.batch_per_rank;
+        in.seq_len = s.seq_len;
+        in.grad_accum = accum;
+        in.dtype = dtype;
+        in.prefetch = s.prefetch;
+        const SimulationResult sim = simulate(in, t, cluster.device);
+        const std::string where = plan + " " + std::string(dtype_name(dtype)) + " accum " + std::to_string(accum);
+        for (int l = 0; l < t.level_count(); ++l) {
+          for (TrafficPhase phase : {TrafficPhase::kMicroBatch, TrafficPhase::kStepBoundary}) {
+            EXPECT_EQ(sim.counts.bytes_in(phase)[static_cast<std::size_t>(l)], comm.meter().at(l, phase).bytes_sent)
+                << where << " level " << t.level(l).name;
+          }
+        }
+        EXPECT_GT(sim.step_seconds, 0.0) << where;
+        const MeasuredMemory m = engine.measured_memory();
+        EXPECT_EQ(sim.memory.weights, m.weights) << where;
+        EXPECT_EQ(sim.memory.grads, m.grads) << where;
+        EXPECT_EQ(sim.memory.optimizer, m.optimizer) << where;
+        EXPECT_EQ(sim.memory.scheduled_peak, m.scheduled_peak) << where;
+        const CostModel cost(t, cluster.device);
+        const SimulationResult replayed = replay_schedule(engine.schedule(), in, cost);
+        EXPECT_EQ(replayed.step_seconds, sim.step_seconds) << where;
+        EXPECT_EQ(replayed.ops, sim.ops) << where;
       }
     }
   }

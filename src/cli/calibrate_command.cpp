@@ -1,0 +1,102 @@
+// `strata calibrate`: runs the calibration on every rank, prints what it measured, and writes the
+// cluster file (rank 0) that `strata simulate --cluster FILE` reads.
+#include "cli/calibrate_command.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "cli/exit_codes.hpp"
+#include "comm/mpi/mpi_communicator.hpp"
+#include "comm/mpi/mpi_runtime.hpp"
+#include "core/error.hpp"
+#include "train/calibration.hpp"
+
+namespace strata {
+
+namespace {
+
+struct CalibrateState {
+  CalibrationSettings settings;
+  std::string topology = "flat";
+  std::string out = "calibrated-cluster.toml";
+};
+
+void print_calibration(const Calibration& c, const std::string& path) {
+  fmt::print("calibration: {}\n", c.cluster.description);
+  fmt::print("\n{:<16} {:>14} {:>12} {:>12}\n", "compute stage", "GFLOP per call", "ms per call", "GFLOP/s");
+  for (const StageMeasurement& m : c.stages) {
+    fmt::print("{:<16} {:>14.4g} {:>12.4g} {:>12.4g}\n", m.stage, m.flops / 1e9, m.seconds * 1e3, m.flops / m.seconds / 1e9);
+  }
+  fmt::print("memory bandwidth (streaming add, every rank at once): {:.4g} GB/s per rank\n",
+             c.cluster.device.memory_bandwidth / 1e9);
+  fmt::print("\n{:<8} {:>6} {:>14} {:>14} {:>16} {:>12}\n", "level", "fanout", "small AG (us)", "large AG (ms)",
+             "GB/s per rank", "latency us");
+  for (const LevelMeasurement& m : c.levels) {
+    if (m.fanout <= 1) {
+      fmt::print("{:<8} {:>6} {:>14} {:>14} {:>16} {:>12}\n", m.name, m.fanout, "-", "-", "-", "-");
+      continue;
+    }
+    fmt::print("{:<8} {:>6} {:>14.4g} {:>14.4g} {:>16.4g} {:>12.4g}\n", m.name, m.fanout, m.small_seconds * 1e6,
+               m.large_seconds * 1e3, m.bandwidth / 1e9, m.latency * 1e6);
+  }
+  fmt::print("\n{} ranks on this host, {} hardware threads: the communication thread {} compute\n", c.ranks_on_host,
+             c.hardware_threads, c.cluster.device.overlaps_communication ? "overlaps" : "cannot overlap (no spare core)");
+  fmt::print("cluster file: {} (strata simulate --cluster {} --nodes N)\n", path, path);
+}
+
+void run_calibrate(const CalibrateState& st) {
+  const bool root = MpiRuntime::world_rank() == 0;
+  std::unique_ptr<Topology> topology;
+  try {
+    topology = std::make_unique<Topology>(Topology::parse(st.topology, MpiRuntime::world_size()));
+    const std::filesystem::path out(st.out);
+    std::error_code ec;
+    STRATA_REQUIRE(!std::filesystem::exists(out, ec) || std::filesystem::is_regular_file(out, ec),
+                   "--out '{}' exists and is not a regular file", st.out);
+  } catch (const Error& e) {
+    if (root) fmt::print(stderr, "strata: error: {}\n", e.what());
+    throw AgreedExit{kExitUsage};
+  }
+  MpiCommunicator comm(*topology);
+  Calibration c;
+  try {
+    c = calibrate(comm, st.settings);
+  } catch (const Error& e) {
+    if (root) fmt::print(stderr, "strata: error: {}\n", e.what());
+    throw AgreedExit{kExitUsage};
+  }
+  if (!root) return;
+  const std::string partial = st.out + ".partial";
+  {
+    std::ofstream file(partial, std::ios::trunc);
+    file << "# " << c.cluster.description << "\n" << c.cluster.to_toml();
+    file.flush();
+    STRATA_REQUIRE(file.good(), "writing the cluster file '{}' failed", partial);
+  }
+  std::filesystem::rename(partial, st.out);
+  print_calibration(c, st.out);
+}
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app) {
+  auto st = std::make_shared<CalibrateState>();
+  CLI::App* c = app.add_subcommand(
+      "calibrate",
+      "Under mpirun: measure this machine's compute rate for the model's stages, its memory bandwidth, and the "
+      "bandwidth and latency of each level of the declared topology (all ranks at once), and write a cluster file "
+      "for 'strata simulate --cluster FILE'.");
+  c->add_option("--topology", st->topology, "the declared topology, e.g. gcd:2,gpu:2,node:2")->capture_default_str();
+  c->add_option("--model", st->settings.model, "model preset whose stages are timed")->capture_default_str();
+  c->add_option("--batch", st->settings.batch, "sequences per micro-batch")->capture_default_str();
+  c->add_option("--seq-len", st->settings.seq_len, "tokens per sequence (0: the model's context length)")
+      ->capture_default_str();
+  c->add_option("--repeats", st->settings.repeats, "timed repetitions per figure (medians)")->capture_default_str();
+  c->add_option("--out", st->out, "cluster file to write")->capture_default_str();
+  c->callback([st]() { run_calibrate(*st); });
+}
+
+}  // namespace strata

@@ -1,0 +1,102 @@
+// `strata plan`: enumerates the plans (levels of each state, secondary copy, quantization) at
+// each prefetch depth, drops those over the memory budget, and prints the fastest with why each
+// beats the next.
+#include "cli/plan_command.hpp"
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <set>
+
+#include "cli/simulation_options.hpp"
+#include "core/error.hpp"
+#include "schedule/planner.hpp"
+
+namespace strata {
+
+namespace {
+
+struct PlanState {
+  SimulationFlags flags;
+  int nodes = 1;
+  std::string memory = "";
+  std::string prefetch = "1,2";
+  int top = 5;
+};
+
+double gb(std::uint64_t bytes) { return static_cast<double>(bytes) / 1e9; }
+
+void run_plan(const PlanState& st) {
+  const ClusterModel cluster = ClusterModel::load(st.flags.cluster);
+  STRATA_REQUIRE(st.nodes >= 1, "--nodes must be at least 1 (got {})", st.nodes);
+  STRATA_REQUIRE(st.top >= 1, "--top must be at least 1 (got {})", st.top);
+  const Topology topology = cluster.topology(st.nodes);
+  PlannerInputs in;
+  in.base = simulation_inputs(st.flags, cluster, topology.world_size());
+  in.prefetch_depths = parse_int_list(st.prefetch, "--prefetch");
+  in.memory_per_device = st.memory.empty() ? 0.0 : parse_byte_size(st.memory, "--memory-per-device");
+  fmt::print("{}\n{}\n", describe_cluster(cluster), describe_model(in.base, topology.world_size()));
+  const PlannerResult result = rank_plans(in, topology, cluster.device);
+  const std::size_t total = result.ranked.size() + result.dropped.size();
+  fmt::print("{} candidates ({} plans x {} prefetch depths) on {} nodes ({}); memory limit {}: {} fit, {} do not\n\n",
+             total, total / in.prefetch_depths.size(), in.prefetch_depths.size(), st.nodes, topology.to_string(),
+             result.memory_limit > 0 ? fmt::format("{:.4g} GB per device", result.memory_limit / 1e9) : "none",
+             result.ranked.size(), result.dropped.size());
+  if (result.ranked.empty()) {
+    fmt::print("no plan fits. The smallest needs {:.4g} GB per device ({}, prefetch {}): activations {:.4g} GB of it; "
+               "try a smaller --micro-batch, --activation-checkpointing or more nodes.\n",
+               gb(result.dropped.front().result.memory.total()), plan_spec(result.dropped.front().plan, topology),
+               result.dropped.front().prefetch, gb(result.dropped.front().result.memory.activations));
+    return;
+  }
+  const std::size_t shown = std::min<std::size_t>(static_cast<std::size_t>(st.top), result.ranked.size());
+  fmt::print("{:>3} {:<16} {:>8} {:>10} {:>10} {:>9} {:>10}  {}\n", "#", "name", "prefetch", "step s", "exposed s",
+             "TFLOP/s", "memory GB", "plan (--plan value)");
+  for (std::size_t i = 0; i < shown; ++i) {
+    const PlanCandidate& c = result.ranked[i];
+    fmt::print("{:>3} {:<16} {:>8} {:>10.4g} {:>10.4g} {:>9.4g} {:>10.4g}  {}\n", i + 1, c.plan.name, c.prefetch,
+               c.result.step_seconds, c.result.exposed_seconds, c.result.tflops_per_device(), gb(c.result.memory.total()),
+               plan_spec(c.plan, topology));
+  }
+  fmt::print("\n");
+  for (std::size_t i = 0; i < shown && i + 1 < result.ranked.size(); ++i) {
+    fmt::print("#{} beats #{}: {}\n", i + 1, i + 2, explain_advantage(result.ranked[i], result.ranked[i + 1], topology));
+  }
+  // Where each preset landed, so a user sees why the one they know is or is not on top.
+  fmt::print("\npresets:");
+  for (const std::string& name : ShardPlan::preset_names()) {
+    std::string where = "not distinct here";
+    for (std::size_t i = 0; i < result.ranked.size(); ++i) {
+      if (result.ranked[i].plan.name == name) {
+        where = fmt::format("#{}", i + 1);
+        break;
+      }
+    }
+    if (where == "not distinct here") {
+      for (const PlanCandidate& c : result.dropped) {
+        if (c.plan.name == name) where = fmt::format("does not fit ({:.4g} GB)", gb(c.result.memory.total()));
+      }
+    }
+    fmt::print(" {} {};", name, where);
+  }
+  fmt::print("\n");
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto st = std::make_shared<PlanState>();
+  CLI::App* c = app.add_subcommand(
+      "plan",
+      "Enumerate every valid shard plan (levels of each state, secondary copy, int8/int4 quantization) at each "
+      "prefetch depth, simulate each on the cluster, drop those over the memory budget, rank the rest by step time.");
+  add_simulation_options(*c, st->flags);
+  c->add_option("--nodes", st->nodes, "node count")->capture_default_str()->group("cluster");
+  c->add_option("--memory-per-device", st->memory, "memory budget per device, e.g. 64GB (default: the device's capacity)")
+      ->group("cluster");
+  c->add_option("--prefetch", st->prefetch, "prefetch depths to try, comma-separated")->capture_default_str()->group("executor");
+  c->add_option("--top", st->top, "how many plans to print")->capture_default_str()->group("output");
+  c->callback([st]() { run_single_process([&] { run_plan(*st); }); });
+}
+
+}  // namespace strata

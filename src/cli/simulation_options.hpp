@@ -1,0 +1,47 @@
+// The flags `strata simulate` and `strata plan` share: cluster, model, batch, dtype and the
+// executor's options, resolved into the simulator's inputs with every bad value refused.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "schedule/simulator.hpp"
+
+namespace strata {
+
+struct SimulationFlags {
+  std::string cluster = "frontier";
+  std::string model = "gpt-20b";
+  int seq_len = 0;
+  int micro_batch = 1;
+  long long global_batch = 0;
+  int grad_accum = 0;
+  std::string dtype;  // empty: the cluster's
+  int overlap = 1;
+  bool activation_checkpointing = false;
+  std::string max_live_bytes = "0";
+};
+
+void add_simulation_options(CLI::App& command, SimulationFlags& flags);
+
+// Everything but the plan and the prefetch depth, for a run on `ranks` ranks.
+SimulationInputs simulation_inputs(const SimulationFlags& flags, const ClusterModel& cluster, int ranks);
+
+// "64GB", "64GiB", "512MiB", "1.5e9", "0"; refuses anything else with a sentence naming `what`.
+double parse_byte_size(const std::string& text, const std::string& what);
+// "1,2,4,8"; each a positive integer.
+std::vector<int> parse_int_list(const std::string& text, const std::string& what);
+// Plans separated by ';', or by ',' between presets: a key=value item belongs to the plan before
+// it ("zero3,hier3,quant_weights=int8" is zero3 and hier3 with int8 weights).
+std::vector<std::string> split_plan_list(const std::string& text);
+
+// The one-line description of a cluster and a model for the head of a table.
+std::string describe_cluster(const ClusterModel& cluster);
+std::string describe_model(const SimulationInputs& in, int ranks);
+
+// Runs a command's body on rank 0 (the others wait), turning a strata::Error into the usage
+// exit with the sentence on stderr.
+void run_single_process(const std::function<void()>& body);
+
+}  // namespace strata

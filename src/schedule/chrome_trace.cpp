@@ -1,0 +1,25 @@
+// Chrome trace events.
+#include "schedule/chrome_trace.hpp"
+
+namespace strata {
+
+nlohmann::json chrome_trace_events(int pid, const std::string& process, const std::vector<std::string>& lanes,
+                                   const std::vector<TraceSpan>& spans) {
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", process}}}});
+  for (std::size_t i = 0; i < lanes.size(); ++i) {
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", static_cast<int>(i)},
+                      {"args", {{"name", lanes[i]}}}});
+  }
+  for (const TraceSpan& s : spans) {
+    events.push_back({{"ph", "X"}, {"name", s.name}, {"pid", pid}, {"tid", s.lane}, {"ts", s.begin_us},
+                      {"dur", s.end_us - s.begin_us}});
+  }
+  return events;
+}
+
+nlohmann::json chrome_trace(nlohmann::json events) {
+  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+}
+
+}  // namespace strata

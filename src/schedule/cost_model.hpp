@@ -1,0 +1,39 @@
+// What each schedule op costs on a cluster: a collective as its single-level steps, each
+// latency x messages + bytes / per-rank bandwidth (the bytes already carry the algorithm's
+// factor, (p-1)/p of the buffer for a ring all-gather); a compute stage as FLOPs over the
+// device's rate; memory-bound work (accumulation, the optimizer, quantization) as bytes over the
+// memory bandwidth. The bytes come from the same count the traffic meter must equal.
+#pragma once
+
+#include "comm/collective_spec.hpp"
+#include "schedule/cluster_model.hpp"
+#include "schedule/step_schedule.hpp"
+
+namespace strata {
+
+class CostModel {
+ public:
+  // The topology carries each level's per-rank bandwidth and latency (ClusterModel::topology).
+  CostModel(const Topology& topology, const DeviceModel& device);
+
+  // A ring collective step at level l: (fanout - 1) messages of latency each, per call.
+  double level_seconds(int level, std::uint64_t bytes, std::uint64_t calls) const;
+  // Data collectives: every single-level step in turn, plus the encode and decode passes of a
+  // quantized one. Control sums: a recursive-doubling all-reduce per level (2 log2 p messages).
+  double collective_seconds(const CollectiveSpec& c) const;
+  // Bytes read plus written over the memory bandwidth.
+  double memory_seconds(double bytes) const;
+  // FLOPs over the stage's rate.
+  double compute_seconds(const ScheduleOp& op) const;
+
+  const Topology& topology() const { return topology_; }
+  const DeviceModel& device() const { return device_; }
+
+ private:
+  double quantization_seconds(const CollectiveSpec& c) const;
+
+  const Topology& topology_;
+  DeviceModel device_;
+};
+
+}  // namespace strata

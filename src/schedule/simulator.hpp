@@ -1,0 +1,74 @@
+// Replays the very step schedule the engine executes on a cost model, with the executor's rules:
+// ops run in list order on one compute stream; a collective's start posts it to the one
+// communication stream (first in, first out, one at a time, as the engine's communication
+// thread runs them), its wait holds compute until it is done; a blocking collective waits for
+// the stream to drain and for itself. With overlap off, or on a device that cannot compute while
+// it communicates, every collective runs inline. Answers step time, exposed communication,
+// TFLOP/s, memory per device by state and bytes per level, for any cluster and model size.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model/gpt_config.hpp"
+#include "schedule/chrome_trace.hpp"
+#include "schedule/cluster_model.hpp"
+#include "schedule/cost_model.hpp"
+#include "schedule/counting_executor.hpp"
+
+namespace strata {
+
+struct SimulationInputs {
+  GptConfig model;
+  ShardPlan plan;
+  int micro_batch = 1;  // sequences per rank per micro-batch
+  int seq_len = 0;      // 0: the model's context length
+  int grad_accum = 1;
+  DType dtype = DType::kBF16;  // working weights and communicated gradients
+  int prefetch = 1;
+  std::uint64_t max_live_bytes = 0;
+  bool overlap = true;
+  // Price recomputation: each block's backward runs its forward again, and a block keeps only
+  // its input between forward and backward (plus one block's working set). The engine stores
+  // every activation; this answers what recomputation would change.
+  bool activation_checkpointing = false;
+  bool record_timeline = false;
+};
+
+// Bytes one device holds, by state.
+struct SimulatedMemory {
+  std::uint64_t weights = 0, grads = 0, optimizer = 0;  // resident shards
+  std::uint64_t gathered = 0, secondary = 0, unit_grads = 0;  // schedule peaks, each on its own
+  std::uint64_t scheduled_peak = 0;  // the schedule's buffers together
+  std::uint64_t activations = 0;
+  std::uint64_t total() const { return weights + grads + optimizer + scheduled_peak + activations; }
+};
+
+struct SimulationResult {
+  double step_seconds = 0.0;
+  double compute_seconds = 0.0;        // busy time of the compute stream
+  double communication_seconds = 0.0;  // busy time of the communication stream
+  double exposed_seconds = 0.0;        // compute waiting for communication
+  double model_flops = 0.0;            // per device per step (6N + attention per token; no recompute)
+  double tflops_per_device() const { return step_seconds > 0 ? model_flops / step_seconds / 1e12 : 0.0; }
+  ScheduleCounts counts;  // bytes and calls per phase and level, from the counting executor
+  SimulatedMemory memory;
+  std::size_t ops = 0;
+  std::vector<TraceSpan> spans;  // when recorded: lane 0 compute, lane 1 communication
+};
+
+// The schedule the engine builds for these inputs (ShardedEngine's constructor takes the same).
+ScheduleInputs schedule_inputs(const SimulationInputs& in, const ModelLayout& layout, const Topology& topology);
+
+// Replays a schedule (the engine's own, or one built by schedule_inputs) on the cost model.
+// `in` gives the plan, the model shape and the executor's options.
+SimulationResult replay_schedule(const StepSchedule& schedule, const SimulationInputs& in, const CostModel& cost);
+
+// Builds the schedule exactly as the engine does for these inputs and replays it.
+SimulationResult simulate(const SimulationInputs& in, const Topology& topology, const DeviceModel& device);
+
+// The simulated timeline as a Chrome trace of one device.
+nlohmann::json simulated_timeline(const SimulationResult& result, const std::string& label);
+
+}  // namespace strata

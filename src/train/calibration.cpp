@@ -1,0 +1,190 @@
+// Calibration: compute stages timed on the real model, memory bandwidth from a streaming add,
+// and per level a latency-bandwidth fit of a ring all-gather, t = (f-1) a + bytes / b, from two
+// piece sizes, the same form the cost model prices.
+#include "train/calibration.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "comm/mpi/mpi_runtime.hpp"
+#include "core/aligned_buffer.hpp"
+#include "core/error.hpp"
+#include "core/median.hpp"
+#include "core/stopwatch.hpp"
+#include "model/gpt.hpp"
+#include "model/init.hpp"
+#include "schedule/step_schedule.hpp"
+
+namespace strata {
+
+namespace {
+
+// The mean over every rank of one figure each rank measured.
+double mean_over_ranks(Communicator& comm, double value) {
+  comm.all_reduce_control(&value, 1, 0, comm.topology().level_count() - 1);
+  return value / comm.world_size();
+}
+
+// The schedule's own FLOP count of each stage (what the simulator will divide by the rate).
+std::vector<StageMeasurement> stage_flops(const GptConfig& config, int batch, int seq_len) {
+  const ModelLayout layout(config);
+  const Topology one = Topology::parse("world:1", 1);
+  ScheduleInputs in;
+  in.layout = &layout;
+  in.topology = &one;
+  in.tokens_per_micro = static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq_len);
+  in.seq_len = seq_len;
+  const StepSchedule s = build_step_schedule(in);
+  std::vector<StageMeasurement> stages;
+  for (const char* name : {"block_forward", "block_backward", "head_forward", "head_backward"}) {
+    StageMeasurement m;
+    m.stage = name;
+    for (const ScheduleOp& op : s.ops) {
+      if ((op.kind == OpKind::kForward || op.kind == OpKind::kBackward) && stage_key(op) == name) {
+        m.flops = op.flops;
+        break;
+      }
+    }
+    stages.push_back(m);
+  }
+  return stages;
+}
+
+void time_stages(Communicator& comm, const CalibrationSettings& s, const GptConfig& config, int seq_len,
+                 std::vector<StageMeasurement>& stages) {
+  Gpt gpt(config, s.batch, seq_len);
+  const ModelLayout& layout = gpt.layout();
+  UnitBuffers params(layout), grads(layout);
+  for (std::size_t u = 0; u < layout.unit_count(); ++u) init_unit(layout, u, 1, params.unit(u));
+  grads.fill_zero();
+  std::vector<std::int32_t> tokens(gpt.tokens_per_batch()), targets(gpt.tokens_per_batch());
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] = static_cast<std::int32_t>((i * 7919) % static_cast<std::size_t>(config.vocab_size));
+    targets[i] = static_cast<std::int32_t>((i * 104729 + 1) % static_cast<std::size_t>(config.vocab_size));
+  }
+  const std::size_t emb = ModelLayout::kEmbeddingUnit, fin = layout.final_norm_unit();
+  std::vector<std::vector<double>> samples(stages.size());
+  for (int r = 0; r < s.repeats + 1; ++r) {  // the first pass warms caches and pages
+    comm.barrier();
+    gpt.embedding_forward(params.unit(emb), tokens);
+    Stopwatch w;
+    for (int l = 0; l < config.n_layer; ++l) gpt.block_forward(l, params.unit(layout.block_unit(l)));
+    const double block_fwd = w.seconds() / config.n_layer;
+    w.restart();
+    gpt.head_forward(params.unit(fin), params.unit(emb), targets);
+    const double head_fwd = w.seconds();
+    w.restart();
+    gpt.head_backward(params.unit(fin), params.unit(emb), grads.unit(fin), grads.unit(emb), 1.0f);
+    const double head_bwd = w.seconds();
+    w.restart();
+    for (int l = config.n_layer - 1; l >= 0; --l) {
+      gpt.block_backward(l, params.unit(layout.block_unit(l)), grads.unit(layout.block_unit(l)));
+    }
+    const double block_bwd = w.seconds() / config.n_layer;
+    gpt.embedding_backward(grads.unit(emb));
+    if (r == 0) continue;
+    samples[0].push_back(block_fwd);
+    samples[1].push_back(block_bwd);
+    samples[2].push_back(head_fwd);
+    samples[3].push_back(head_bwd);
+  }
+  for (std::size_t i = 0; i < stages.size(); ++i) stages[i].seconds = mean_over_ranks(comm, median(samples[i]));
+}
+
+// A streaming add over buffers far larger than the caches: 12 bytes moved per element.
+double memory_bandwidth(Communicator& comm, int repeats) {
+  const std::size_t n = std::size_t{8} << 20;
+  AlignedBuffer<float> a(n), b(n);
+  for (std::size_t i = 0; i < n; ++i) a.data()[i] = 1.0f, b.data()[i] = 0.5f;
+  std::vector<double> samples;
+  for (int r = 0; r < repeats + 1; ++r) {
+    comm.barrier();
+    Stopwatch w;
+    float* x = a.data();
+    const float* y = b.data();
+    for (std::size_t i = 0; i < n; ++i) x[i] += y[i];
+    const double t = w.seconds();
+    if (r > 0) samples.push_back(t);
+  }
+  STRATA_CHECK(a.data()[n / 2] > 1.0f, "the streaming add did not run");
+  return mean_over_ranks(comm, 12.0 * static_cast<double>(n) / median(samples));
+}
+
+double time_all_gather(Communicator& comm, int level, std::size_t piece, int repeats) {
+  const int f = comm.topology().level(level).fanout;
+  std::vector<unsigned char> buffer(piece * static_cast<std::size_t>(f), 1);
+  std::vector<double> samples;
+  for (int r = 0; r < repeats + 2; ++r) {
+    comm.barrier();
+    Stopwatch w;
+    comm.all_gather(buffer.data(), piece, DType::kU8, level);
+    const double t = w.seconds();
+    if (r >= 2) samples.push_back(t);
+  }
+  return mean_over_ranks(comm, median(samples));
+}
+
+}  // namespace
+
+Calibration calibrate(Communicator& comm, const CalibrationSettings& s) {
+  STRATA_REQUIRE(s.repeats >= 1 && s.repeats <= 1000, "--repeats must be between 1 and 1000 (got {})", s.repeats);
+  STRATA_REQUIRE(s.batch >= 1, "--batch must be at least 1 (got {})", s.batch);
+  const Topology& t = comm.topology();
+  STRATA_REQUIRE(t.level_count() >= 1, "calibration needs a topology");
+  const GptConfig config = GptConfig::preset(s.model);
+  const int seq_len = s.seq_len == 0 ? config.context_length : s.seq_len;
+  STRATA_REQUIRE(seq_len >= 1 && seq_len <= config.context_length,
+                 "--seq-len must be between 1 and the model's context length {} (got {})", config.context_length, seq_len);
+  Calibration out;
+  out.ranks_on_host = MpiRuntime::ranks_on_this_host();
+  out.hardware_threads = std::max(1u, std::thread::hardware_concurrency());
+  out.stages = stage_flops(config, s.batch, seq_len);
+  time_stages(comm, s, config, seq_len, out.stages);
+  ClusterModel& c = out.cluster;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  c.name = "calibrated";
+  c.description = fmt::format("measured by strata calibrate on {} ({} ranks, {}; {} micro-batch {} x {})", host,
+                              comm.world_size(), t.to_string(), s.model, s.batch, seq_len);
+  c.dtype = "f32";
+  c.device.name = fmt::format("rank on {}", host);
+  double peak = 0.0;
+  for (const StageMeasurement& m : out.stages) peak = std::max(peak, m.flops / m.seconds);
+  c.device.peak_flops = peak;
+  c.device.efficiency = 1.0;
+  for (const StageMeasurement& m : out.stages) c.device.stage_efficiency[m.stage] = m.flops / m.seconds / peak;
+  c.device.memory_bandwidth = memory_bandwidth(comm, s.repeats);
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  c.device.memory_bytes = pages > 0 && page > 0 ? static_cast<double>(pages) * page / out.ranks_on_host : 0.0;
+  // A communication thread overlaps compute only with a hardware thread of its own to run on.
+  c.device.overlaps_communication = out.hardware_threads >= 2u * static_cast<unsigned>(out.ranks_on_host);
+  for (int l = 0; l < t.level_count(); ++l) {
+    const Level& level = t.level(l);
+    LevelMeasurement m;
+    m.name = level.name;
+    m.fanout = level.fanout;
+    LinkLevel link;
+    link.name = level.name;
+    link.fanout = l + 1 == t.level_count() ? 0 : level.fanout;
+    if (level.fanout > 1) {
+      m.small_seconds = time_all_gather(comm, l, s.small_piece_bytes, s.repeats);
+      m.large_seconds = time_all_gather(comm, l, s.large_piece_bytes, s.repeats);
+      const double f1 = level.fanout - 1;
+      const double extra = f1 * static_cast<double>(s.large_piece_bytes - s.small_piece_bytes);
+      m.bandwidth = extra / std::max(1e-9, m.large_seconds - m.small_seconds);
+      m.latency = std::max(0.0, (m.small_seconds - f1 * static_cast<double>(s.small_piece_bytes) / m.bandwidth) / f1);
+      link.link_bandwidth = m.bandwidth;
+      link.latency = m.latency;
+    } else {
+      link.link_bandwidth = 1e12;  // a level of one rank moves nothing
+    }
+    out.levels.push_back(m);
+    c.levels.push_back(link);
+  }
+  return out;
+}
+
+}  // namespace strata

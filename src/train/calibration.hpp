@@ -1,0 +1,48 @@
+// `strata calibrate`'s measurements: every rank at once (so a shared host's contention is in the
+// figures) times the model's compute stages, a streaming add, and an all-gather at each level
+// of the declared topology at two sizes; the result is a cluster model the simulator reads.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "schedule/cluster_model.hpp"
+
+namespace strata {
+
+struct CalibrationSettings {
+  std::string model = "small";
+  int batch = 1;
+  int seq_len = 0;  // 0: the model's context length
+  int repeats = 5;
+  std::size_t large_piece_bytes = 1u << 20;  // per rank, for the bandwidth fit
+  std::size_t small_piece_bytes = 64;        // per rank, for the latency fit
+};
+
+struct LevelMeasurement {
+  std::string name;
+  int fanout = 1;
+  double small_seconds = 0.0, large_seconds = 0.0;  // medians of one all-gather
+  double bandwidth = 0.0;                           // bytes/s per rank
+  double latency = 0.0;                             // seconds per message
+};
+
+struct StageMeasurement {
+  std::string stage;  // "block_forward", ...
+  double seconds = 0.0;
+  double flops = 0.0;
+};
+
+struct Calibration {
+  ClusterModel cluster;
+  std::vector<StageMeasurement> stages;
+  std::vector<LevelMeasurement> levels;
+  int ranks_on_host = 1;
+  unsigned hardware_threads = 1;
+};
+
+// Collective: every rank calls it and gets the same result (figures are averaged over ranks).
+Calibration calibrate(Communicator& comm, const CalibrationSettings& settings);
+
+}  // namespace strata
