@@ -137,6 +137,9 @@ int main(int argc, char** argv) {
   plans->add_option("--seq-len", plan_settings.seq_len, "tokens per sequence")->capture_default_str();
   plans->add_option("--grad-accum", plan_settings.grad_accum, "micro-batches per step")->capture_default_str();
   plans->add_option("--steps", plan_settings.steps, "measured steps per plan")->capture_default_str();
+  plans->add_option("--overlap", plan_settings.overlap, "1: collectives on the communication thread; 0: inline")
+      ->capture_default_str();
+  plans->add_option("--cluster", plan_settings.cluster, "also replay each plan's schedule on this cluster file or preset");
 
   strata::OverlapBenchSettings overlap_settings;
   CLI::App* overlap = app.add_subcommand("overlap", "under mpirun: step time and exposed communication, overlap off and on");

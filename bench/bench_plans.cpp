@@ -16,6 +16,7 @@
 #include "train/train_step.hpp"
 #include "engine/plan_report.hpp"
 #include "engine/sharded_engine.hpp"
+#include "schedule/simulator.hpp"
 
 namespace strata {
 
@@ -79,6 +80,7 @@ void bench_plans(const PlanBenchSettings& s) {
     options.plan = ShardPlan::parse(name, topology);
     options.weight_dtype = options.grad_dtype = dtype;
     options.grad_accum = s.grad_accum;
+    options.overlap = s.overlap;
     ShardedEngine engine(config, s.batch, s.seq_len, 1, comm, options);
     const double ms = median_step_ms(engine, comm, config.vocab_size, s.batch, s.seq_len, s.grad_accum, s.steps,
                                      s.warmup);
@@ -88,6 +90,26 @@ void bench_plans(const PlanBenchSettings& s) {
     report["batch_per_rank"] = s.batch;
     report["seq_len"] = s.seq_len;
     report["median_ms"] = ms;
+    report["overlap"] = s.overlap;
+    if (!s.cluster.empty() && comm.rank() == 0) {
+      // The engine's own list, priced on the calibrated cluster of the same shape.
+      const ClusterModel cluster = ClusterModel::load(s.cluster);
+      const Topology simulated = cluster.topology(topology.world_size() / cluster.ranks_per_node());
+      SimulationInputs in;
+      in.model = config;
+      in.plan = options.plan;
+      in.micro_batch = s.batch;
+      in.seq_len = s.seq_len;
+      in.grad_accum = s.grad_accum;
+      in.dtype = dtype;
+      in.overlap = s.overlap;
+      const CostModel cost(simulated, cluster.device);
+      const SimulationResult r = replay_schedule(engine.schedule(), in, cost);
+      report["simulated_ms"] = r.step_seconds * 1e3;
+      report["simulated_exposed_ms"] = r.exposed_seconds * 1e3;
+      report["simulated_compute_ms"] = r.compute_seconds * 1e3;
+      report["cluster"] = cluster.name;
+    }
     if (comm.rank() == 0) fmt::print("{}\n", report.dump());
   }
 }

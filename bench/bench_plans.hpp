@@ -19,6 +19,10 @@ struct PlanBenchSettings {
   int grad_accum = 2;
   int steps = 5;
   int warmup = 1;
+  // A cluster file (strata calibrate) or preset: each plan's own schedule is also replayed on it
+  // and the simulated ms/step printed beside the measured one. Empty: no simulation.
+  std::string cluster;
+  bool overlap = true;
 };
 
 // Collective: every rank calls it; rank 0 prints.

@@ -301,7 +301,7 @@ toml::table parse_text(std::string_view text, const std::string& source) {
 
 double DeviceModel::stage_rate(std::string_view stage) const {
   const auto it = stage_efficiency.find(std::string(stage));
-  return peak_flops * (it != stage_efficiency.end() ? it->second : efficiency);
+  return peak_flops * efficiency * (it != stage_efficiency.end() ? it->second : 1.0);
 }
 
 int ClusterModel::ranks_per_node() const {

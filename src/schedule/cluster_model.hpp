@@ -18,7 +18,8 @@ struct DeviceModel {
   std::string name = "device";
   double peak_flops = 0.0;        // FLOP/s of dense matrix work in the training dtype
   double efficiency = 1.0;        // fraction of peak the model's matrix work reaches
-  // Per compute stage ("block_forward", "head_backward", ...): overrides `efficiency`.
+  // Per compute stage ("block_forward", "head_backward", ...): a factor on top of `efficiency`
+  // (1 when absent), for stages that run faster or slower than the rest.
   std::map<std::string, double> stage_efficiency;
   double memory_bandwidth = 0.0;  // bytes/s, for the memory-bound work (optimizer, quantization)
   double memory_bytes = 0.0;      // capacity; 0: unknown (nothing is refused for size)

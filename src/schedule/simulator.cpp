@@ -41,8 +41,12 @@ class SimulatingExecutor final : public OpExecutor {
       case OpKind::kBackward: compute(op, compute_seconds(op)); break;
       case OpKind::kLossReduce:
       case OpKind::kReduceScatterReplicas:
-      case OpKind::kAllReduceReplicas:
-      case OpKind::kGatherUpdated: blocking(op, cost_.collective_seconds(op.comm)); break;
+      case OpKind::kAllReduceReplicas: blocking(op, cost_.collective_seconds(op.comm)); break;
+      case OpKind::kGatherUpdated:
+        // The updated fp32 slice is narrowed into the working weights, then gathered if need be.
+        compute(op, cost_.memory_seconds((4.0 + dtype_size(in_.dtype)) * optimizer_slice(op.unit)));
+        blocking(op, cost_.collective_seconds(op.comm));
+        break;
       case OpKind::kReduceScatterStart: reduce_done_[unit(op)] = post(op, cost_.collective_seconds(op.comm)); break;
       case OpKind::kReduceScatterWait:
         wait(reduce_done_[unit(op)]);

@@ -16,7 +16,10 @@
 #include "core/stopwatch.hpp"
 #include "model/gpt.hpp"
 #include "model/init.hpp"
+#include "engine/sharded_engine.hpp"
+#include "schedule/simulator.hpp"
 #include "schedule/step_schedule.hpp"
+#include "train/train_step.hpp"
 
 namespace strata {
 
@@ -53,6 +56,8 @@ std::vector<StageMeasurement> stage_flops(const GptConfig& config, int batch, in
   return stages;
 }
 
+// Every rank times the stages at once, in step order (forward, then backward in reverse), so a
+// shared host's cores are as contended as in a step.
 void time_stages(Communicator& comm, const CalibrationSettings& s, const GptConfig& config, int seq_len,
                  std::vector<StageMeasurement>& stages) {
   Gpt gpt(config, s.batch, seq_len);
@@ -113,18 +118,93 @@ double memory_bandwidth(Communicator& comm, int repeats) {
   return mean_over_ranks(comm, 12.0 * static_cast<double>(n) / median(samples));
 }
 
-double time_all_gather(Communicator& comm, int level, std::size_t piece, int repeats) {
-  const int f = comm.topology().level(level).fanout;
-  std::vector<unsigned char> buffer(piece * static_cast<std::size_t>(f), 1);
+// One single-level collective of `piece` bytes per rank (u8 for the gather; fp32 sums for the
+// reduce-scatter, whose adds are part of its cost), median over the repeats, mean over ranks.
+double time_collective(Communicator& comm, int level, std::size_t piece, int repeats, bool reduce) {
+  const auto f = static_cast<std::size_t>(comm.topology().level(level).fanout);
+  const std::size_t floats = std::max<std::size_t>(1, piece / sizeof(float));
+  std::vector<float> send(floats * f, 1.0f), recv(floats, 0.0f);
   std::vector<double> samples;
   for (int r = 0; r < repeats + 2; ++r) {
     comm.barrier();
     Stopwatch w;
-    comm.all_gather(buffer.data(), piece, DType::kU8, level);
+    if (reduce) {
+      comm.reduce_scatter(send.data(), recv.data(), floats, DType::kF32, level);
+    } else {
+      comm.all_gather(send.data(), floats * sizeof(float), DType::kU8, level);
+    }
     const double t = w.seconds();
     if (r >= 2) samples.push_back(t);
   }
   return mean_over_ranks(comm, median(samples));
+}
+
+// The gathers and reductions of a step weigh about equally: their mean time at each size.
+double time_level(Communicator& comm, int level, std::size_t piece, int repeats) {
+  return 0.5 * (time_collective(comm, level, piece, repeats, false) + time_collective(comm, level, piece, repeats, true));
+}
+
+// Median wall time of `steps` training steps of the engine (after one to warm up), a barrier
+// around each so the slowest rank's time is what counts, as in a run.
+double median_step_seconds(ShardedEngine& engine, Communicator& comm, const GptConfig& config, std::size_t tokens,
+                           int steps, int grad_accum) {
+  const std::size_t n = tokens;
+  std::vector<std::int32_t> in(n), tgt(n);
+  std::uint64_t state = static_cast<std::uint64_t>(comm.rank()) * 7919 + 1;
+  auto next = [&]() {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<std::int32_t>((state >> 33) % static_cast<std::uint64_t>(config.vocab_size));
+  };
+  auto fill = [&](int, std::span<std::int32_t> a, std::span<std::int32_t> b) {
+    for (auto& x : a) x = next();
+    for (auto& x : b) x = next();
+  };
+  const StepRecipe recipe{LrSchedule{1e-4, 0, steps + 1, 1.0}, AdamWHyper{}, 1.0, grad_accum};
+  std::vector<double> samples;
+  for (int step = 0; step < steps + 1; ++step) {
+    comm.barrier();
+    Stopwatch w;
+    train_step(engine, recipe, step, fill, in, tgt);
+    comm.barrier();
+    if (step > 0) samples.push_back(w.seconds());
+  }
+  return mean_over_ranks(comm, median(samples));
+}
+
+// The one fitted figure: the device efficiency that makes the simulated step of a reference run
+// (plan ddp, 2 micro-batches: compute, then one all-reduce per unit) equal its measured step.
+// On a host whose ranks share cores it absorbs what the stage timings miss (ranks drifting apart
+// and spinning in MPI while others compute); every other plan's step is then a prediction.
+void fit_efficiency(Communicator& comm, const CalibrationSettings& s, const GptConfig& config, int seq_len,
+                    Calibration& out) {
+  const int accum = 2;
+  ShardedEngineOptions o;
+  o.plan = ShardPlan::preset("ddp", comm.topology());
+  o.weight_dtype = o.grad_dtype = DType::kF32;
+  o.grad_accum = accum;
+  ShardedEngine engine(config, s.batch, seq_len, 1, comm, o);
+  out.reference_measured_seconds = median_step_seconds(engine, comm, config, static_cast<std::size_t>(s.batch) * static_cast<std::size_t>(seq_len), s.repeats, accum);
+  SimulationInputs in;
+  in.model = config;
+  in.plan = o.plan;
+  in.micro_batch = s.batch;
+  in.seq_len = seq_len;
+  in.grad_accum = accum;
+  in.dtype = DType::kF32;
+  const int nodes = comm.topology().world_size() / out.cluster.ranks_per_node();
+  const Topology topology = out.cluster.topology(nodes);
+  // Compute time scales as 1 / efficiency: two replays give the fixed part and the compute part.
+  auto replay = [&](double efficiency) {
+    DeviceModel d = out.cluster.device;
+    d.efficiency = efficiency;
+    const CostModel cost(topology, d);
+    return replay_schedule(engine.schedule(), in, cost).step_seconds;
+  };
+  const double at_one = replay(1.0), at_half = replay(0.5);
+  const double compute = at_half - at_one, fixed = at_one - compute;
+  out.reference_simulated_seconds = at_one;
+  const double needed = out.reference_measured_seconds - fixed;
+  out.cluster.device.efficiency = needed > 0.0 && compute > 0.0 ? std::clamp(compute / needed, 0.02, 1.0) : 1.0;
 }
 
 }  // namespace
@@ -161,6 +241,8 @@ Calibration calibrate(Communicator& comm, const CalibrationSettings& s) {
   c.device.memory_bytes = pages > 0 && page > 0 ? static_cast<double>(pages) * page / out.ranks_on_host : 0.0;
   // A communication thread overlaps compute only with a hardware thread of its own to run on.
   c.device.overlaps_communication = out.hardware_threads >= 2u * static_cast<unsigned>(out.ranks_on_host);
+  std::size_t largest_unit_bytes = 0;
+  for (const UnitLayout& u : ModelLayout(config).units()) largest_unit_bytes = std::max(largest_unit_bytes, u.numel * sizeof(float));
   for (int l = 0; l < t.level_count(); ++l) {
     const Level& level = t.level(l);
     LevelMeasurement m;
@@ -170,10 +252,12 @@ Calibration calibrate(Communicator& comm, const CalibrationSettings& s) {
     link.name = level.name;
     link.fanout = l + 1 == t.level_count() ? 0 : level.fanout;
     if (level.fanout > 1) {
-      m.small_seconds = time_all_gather(comm, l, s.small_piece_bytes, s.repeats);
-      m.large_seconds = time_all_gather(comm, l, s.large_piece_bytes, s.repeats);
+      m.small_seconds = time_level(comm, l, s.small_piece_bytes, s.repeats);
+      // The pieces a unit's collective moves at this level, so caches hold what they hold in a step.
+      const std::size_t piece = std::max(s.large_piece_bytes, largest_unit_bytes / static_cast<std::size_t>(level.fanout));
+      m.large_seconds = time_level(comm, l, piece, s.repeats);
       const double f1 = level.fanout - 1;
-      const double extra = f1 * static_cast<double>(s.large_piece_bytes - s.small_piece_bytes);
+      const double extra = f1 * static_cast<double>(piece - s.small_piece_bytes);
       m.bandwidth = extra / std::max(1e-9, m.large_seconds - m.small_seconds);
       m.latency = std::max(0.0, (m.small_seconds - f1 * static_cast<double>(s.small_piece_bytes) / m.bandwidth) / f1);
       link.link_bandwidth = m.bandwidth;
@@ -184,6 +268,7 @@ Calibration calibrate(Communicator& comm, const CalibrationSettings& s) {
     out.levels.push_back(m);
     c.levels.push_back(link);
   }
+  fit_efficiency(comm, s, config, seq_len, out);
   return out;
 }
 

@@ -1,6 +1,6 @@
 // `strata calibrate`'s measurements: every rank at once (so a shared host's contention is in the
-// figures) times the model's compute stages, a streaming add, and an all-gather at each level
-// of the declared topology at two sizes; the result is a cluster model the simulator reads.
+// figures) times the model's compute stages, a streaming add, and an all-gather and a reduce-scatter at each level of the declared topology
+// at two sizes; the result is a cluster model the simulator reads.
 #pragma once
 
 #include <string>
@@ -16,7 +16,7 @@ struct CalibrationSettings {
   int batch = 1;
   int seq_len = 0;  // 0: the model's context length
   int repeats = 5;
-  std::size_t large_piece_bytes = 1u << 20;  // per rank, for the bandwidth fit
+  std::size_t large_piece_bytes = 1u << 20;  // per rank, for the bandwidth fit (at least; a unit's piece when larger)
   std::size_t small_piece_bytes = 64;        // per rank, for the latency fit
 };
 
@@ -38,6 +38,10 @@ struct Calibration {
   ClusterModel cluster;
   std::vector<StageMeasurement> stages;
   std::vector<LevelMeasurement> levels;
+  // The reference run the efficiency is fitted on (plan ddp): its measured median step, and what
+  // the micro-benchmarked figures alone (efficiency 1) simulated for it.
+  double reference_measured_seconds = 0.0;
+  double reference_simulated_seconds = 0.0;
   int ranks_on_host = 1;
   unsigned hardware_threads = 1;
 };
