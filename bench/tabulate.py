@@ -146,12 +146,34 @@ def quant(rows):
               f"{r['quantize_of_memcpy']:>8.0%} | {r['dequantize_gb_per_s']:>10.2f} | {r['rms_rel_error']:>13.5f}")
 
 
+def simulate(rows):
+    runs = [r for r in rows if r["bench"] == "simulate"]
+    if not runs:
+        return
+    first = runs[0]
+    print(f"\nSimulated against measured, {first['model']}: {first['world_size']} ranks x 1 thread, virtual topology "
+          f"{first['topology']}, {first['weight_dtype']}, {first['batch_per_rank']} x {first['seq_len']} tokens per "
+          f"rank per micro-batch, {first['grad_accum']} micro-batches per step; the simulator replays each run's own "
+          f"schedule on the cluster file {first['cluster']} (strata calibrate, efficiency fitted on ddp)")
+    width = max(len(r["plan"]) for r in runs)
+    print(f"{'plan':<{width}} {'measured ms':>12} {'simulated ms':>13} {'sim/measured':>13} {'within 20%':>11}")
+    ratios = []
+    for r in runs:
+        ratio = r["simulated_ms"] / r["median_ms"]
+        ratios.append(ratio)
+        print(f"{r['plan']:<{width}} {r['median_ms']:>12.1f} {r['simulated_ms']:>13.1f} {ratio:>13.3f} "
+              f"{'yes' if abs(ratio - 1) <= 0.2 else 'NO':>11}")
+    worst = max(ratios, key=lambda x: abs(x - 1))
+    print(f"worst ratio {worst:.3f}; {sum(abs(x - 1) <= 0.2 for x in ratios)} of {len(ratios)} plans within 20%")
+
+
 def main():
     rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
     single_process(rows)
     quant(rows)
     plans(rows)
     overlap(rows)
+    simulate(rows)
 
 
 if __name__ == "__main__":
