@@ -92,8 +92,8 @@ void run_simulate(const SimulateState& st) {
                fits ? "yes" : "NO");
   }
   fmt::print("\nTFLOP/s are model FLOPs (6N + 12LCT per token) per {} per second; scaling is tokens per device per "
-             "second against the plan's first node count ({} nodes).\n",
-             per, node_counts.front());
+             "second against the plan's first node count ({} node{}).\n",
+             per, node_counts.front(), node_counts.front() == 1 ? "" : "s");
 
   fmt::print("\nmemory per device (GB): resident shards, then the schedule's peaks (each on its own), activations\n");
   fmt::print("{:<28} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9}\n", "plan", "nodes", "weights", "grads",

@@ -6,6 +6,7 @@
 
 #include <climits>
 #include <cstdio>
+#include <iostream>
 #include <cstdlib>
 
 #include "comm/mpi/mpi_check.hpp"
@@ -102,6 +103,9 @@ bool MpiRuntime::any_rank(bool failed) {
 }
 
 void MpiRuntime::abort(const std::string& message, int code) {
+  // What the run printed comes first, so the reason is the last line a user reads.
+  std::cout.flush();
+  std::fflush(stdout);
   const int size = world_size();
   if (size > 1) {
     std::fprintf(stderr, "strata: error on rank %d: %s\n", world_rank(), message.c_str());
