@@ -55,14 +55,29 @@ void print_calibration(const Calibration& c, const std::string& path) {
 void run_calibrate(const CalibrateState& st) {
   const bool root = MpiRuntime::world_rank() == 0;
   std::unique_ptr<Topology> topology;
+  std::string problem;
   try {
     topology = std::make_unique<Topology>(Topology::parse(st.topology, MpiRuntime::world_size()));
-    const std::filesystem::path out(st.out);
-    std::error_code ec;
-    STRATA_REQUIRE(!std::filesystem::exists(out, ec) || std::filesystem::is_regular_file(out, ec),
-                   "--out '{}' exists and is not a regular file", st.out);
+    if (root) {
+      // Rank 0 writes the file: a path it cannot write is refused before anything is measured.
+      const std::filesystem::path out(st.out);
+      std::error_code ec;
+      STRATA_REQUIRE(!std::filesystem::exists(out, ec) || std::filesystem::is_regular_file(out, ec),
+                     "--out '{}' exists and is not a regular file", st.out);
+      const std::filesystem::path dir = out.has_parent_path() ? out.parent_path() : std::filesystem::path(".");
+      STRATA_REQUIRE(std::filesystem::is_directory(dir, ec), "--out '{}': the directory '{}' does not exist", st.out,
+                     dir.string());
+      std::ofstream probe(st.out + ".partial", std::ios::trunc);
+      const bool writable = probe.good();
+      probe.close();
+      std::filesystem::remove(st.out + ".partial", ec);
+      STRATA_REQUIRE(writable, "--out '{}': cannot write in the directory '{}'", st.out, dir.string());
+    }
   } catch (const Error& e) {
-    if (root) fmt::print(stderr, "strata: error: {}\n", e.what());
+    problem = e.what();
+  }
+  if (MpiRuntime::any_rank(!problem.empty())) {
+    if (!problem.empty()) fmt::print(stderr, "strata: error: {}\n", problem);
     throw AgreedExit{kExitUsage};
   }
   MpiCommunicator comm(*topology);
