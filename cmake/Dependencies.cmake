@@ -25,3 +25,13 @@ add_library(strata_openblas INTERFACE)
 target_link_libraries(strata_openblas INTERFACE "${STRATA_OPENBLAS_LIBRARY}")
 target_include_directories(strata_openblas SYSTEM INTERFACE "${STRATA_OPENBLAS_INCLUDE}")
 message(STATUS "Strata BLAS: ${STRATA_OPENBLAS_LIBRARY}")
+
+# xxHash (checkpoint checksums), found by header and library.
+find_path(STRATA_XXHASH_INCLUDE NAMES xxhash.h)
+find_library(STRATA_XXHASH_LIBRARY NAMES xxhash)
+if(NOT STRATA_XXHASH_INCLUDE OR NOT STRATA_XXHASH_LIBRARY)
+  message(FATAL_ERROR "xxHash not found; run scripts/setup (package libxxhash-dev).")
+endif()
+add_library(strata_xxhash INTERFACE)
+target_link_libraries(strata_xxhash INTERFACE "${STRATA_XXHASH_LIBRARY}")
+target_include_directories(strata_xxhash SYSTEM INTERFACE "${STRATA_XXHASH_INCLUDE}")

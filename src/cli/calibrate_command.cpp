@@ -8,7 +8,7 @@
 #include <fstream>
 #include <memory>
 
-#include "cli/exit_codes.hpp"
+#include "core/exit_codes.hpp"
 #include "comm/mpi/mpi_communicator.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
 #include "core/error.hpp"

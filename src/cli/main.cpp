@@ -7,7 +7,7 @@
 #include <exception>
 #include <sstream>
 
-#include "cli/exit_codes.hpp"
+#include "core/exit_codes.hpp"
 #include "cli/calibrate_command.hpp"
 #include "cli/models_command.hpp"
 #include "cli/plan_command.hpp"

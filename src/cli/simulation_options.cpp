@@ -6,7 +6,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "cli/exit_codes.hpp"
+#include "core/exit_codes.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
 #include "core/error.hpp"
 

@@ -8,7 +8,7 @@
 #include <iostream>
 #include <string>
 
-#include "cli/exit_codes.hpp"
+#include "core/exit_codes.hpp"
 #include "cli/train_options.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
 #include "core/error.hpp"

@@ -77,10 +77,17 @@ std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
        "write each rank's ops and collectives as a Chrome trace (chrome://tracing, Perfetto) to this file; rank r "
        "> 0 writes FILE.rank<r> (empty: none)",
        &c.timeline},
-      {"save", "run", "checkpoint file written at the end, on Ctrl-C, and every save-every steps (empty: none)",
+      {"save", "run",
+       "checkpoint directory: a step-N folder is written at the end, on Ctrl-C / SIGTERM, at stop-after and every "
+       "checkpoint-every steps (empty: none)",
        &c.save},
-      {"save-every", "run", "also checkpoint every N steps (0: only at the end)", &c.save_every},
-      {"resume", "run", "continue from this checkpoint (same model settings)", &c.resume},
+      {"checkpoint-every", "run", "also checkpoint every N steps (0: only at the end)", &c.checkpoint_every},
+      {"keep-last", "run", "keep the newest K complete checkpoints, deleting older ones once a newer is complete (0: all)",
+       &c.keep_last},
+      {"resume", "run",
+       "continue from 'auto' (the newest complete checkpoint under --save; none: start fresh), a step directory, or "
+       "a checkpoint directory (its newest complete one); any world size or plan",
+       &c.resume},
       {"stop-after", "run",
        "stop, checkpointing, after N steps of this invocation; the schedule still spans --steps (0: run to the end)",
        &c.stop_after},

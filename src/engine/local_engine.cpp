@@ -5,7 +5,7 @@
 
 #include "core/op_profile.hpp"
 #include "model/init.hpp"
-#include "engine/checkpoint_file.hpp"
+#include "engine/checkpoint_format.hpp"
 #include "optim/grad_norm.hpp"
 
 namespace strata {
@@ -48,13 +48,35 @@ void LocalEngine::optimizer_step(const AdamWHyper& hyper, double lr, int step, f
   }
 }
 
-void LocalEngine::save_checkpoint(const std::string& path, int completed_steps) {
-  strata::save_checkpoint(path, layout(), completed_steps, {params_, m_, v_});
+std::vector<CheckpointPiece> LocalEngine::checkpoint_pieces() {
+  std::vector<CheckpointPiece> pieces;
+  for (std::size_t u = 0; u < layout().unit_count(); ++u) {
+    const std::size_t n = layout().unit(u).numel;
+    const int unit = static_cast<int>(u);
+    pieces.push_back({"master", unit, 0, n, params_.unit(u)});
+    pieces.push_back({"adam_m", unit, 0, n, m_.unit(u)});
+    pieces.push_back({"adam_v", unit, 0, n, v_.unit(u)});
+  }
+  return pieces;
 }
 
-int LocalEngine::load_checkpoint(const Checkpoint& checkpoint) {
-  restore_checkpoint(checkpoint, layout(), {params_, m_, v_});
-  return checkpoint.completed_steps;
+void LocalEngine::load_checkpoint(const CheckpointReader& reader) {
+  for (std::size_t u = 0; u < layout().unit_count(); ++u) {
+    const std::size_t n = layout().unit(u).numel;
+    const int unit = static_cast<int>(u);
+    reader.read("master", unit, 0, n, params_.unit(u));
+    reader.read("adam_m", unit, 0, n, m_.unit(u));
+    reader.read("adam_v", unit, 0, n, v_.unit(u));
+  }
+}
+
+CheckpointRun LocalEngine::checkpoint_run() const {
+  CheckpointRun run;
+  run.engine = "single-process";
+  run.world = 1;
+  run.batch_size = gpt_.batch();
+  run.seq_len = gpt_.seq_len();
+  return run;
 }
 
 }  // namespace strata

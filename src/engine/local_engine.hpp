@@ -30,8 +30,9 @@ class LocalEngine final : public TrainingEngine {
   float evaluate(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) override;
   double grad_norm() override;
   void optimizer_step(const AdamWHyper& hyper, double lr, int step, float grad_scale) override;
-  void save_checkpoint(const std::string& path, int completed_steps) override;
-  int load_checkpoint(const Checkpoint& checkpoint) override;
+  std::vector<CheckpointPiece> checkpoint_pieces() override;
+  void load_checkpoint(const CheckpointReader& reader) override;
+  CheckpointRun checkpoint_run() const override;
   std::string description() const override { return "single-process reference"; }
 
  private:

@@ -1,11 +1,13 @@
-// The sharding engine's checkpoint path: the full model is assembled from the optimizer slices
-// (gathered over the optimizer levels) and written by rank 0 in the format every engine reads;
-// loading keeps each rank's slices and invalidates every secondary copy.
+// The sharding engine's checkpoint path: each rank hands over its optimizer slices (the first
+// replica of a replicated slice only) and reads back whatever slices and weight range the new
+// run's plan gives it, from a checkpoint of any world size or plan. Loading bumps the weight
+// epoch, so no secondary (hpZ) copy made before it can be read after it.
 #include <cstring>
 
 #include "comm/hierarchical.hpp"
 #include "engine/sharded_engine.hpp"
 #include "engine/unit_collectives.hpp"
+#include "schedule/planner.hpp"
 
 namespace strata {
 
@@ -23,46 +25,55 @@ std::vector<float> ShardedEngine::gather_master(int unit) {
   return full;
 }
 
-void ShardedEngine::save_checkpoint(const std::string& path, int completed_steps) {
-  comm_.meter().set_phase(TrafficPhase::kOther);
-  const bool writer = comm_.rank() == 0;
-  UnitBuffers params, m, v;
-  if (writer) params = UnitBuffers(layout()), m = UnitBuffers(layout()), v = UnitBuffers(layout());
-  for (std::size_t i = 0; i < units_.size(); ++i) {
-    UnitShard& u = *units_[i];
-    AlignedBuffer<float> full(u.padded);
-    const std::pair<const AlignedBuffer<float>*, UnitBuffers*> states[] = {{&u.master, &params}, {&u.m, &m}, {&u.v, &v}};
-    for (const auto& [slice, into] : states) {
-      gather_full(*slice, u, full.data());
-      if (writer) std::memcpy(into->unit(i), full.data(), u.numel * sizeof(float));
-    }
+std::vector<CheckpointPiece> ShardedEngine::checkpoint_pieces() {
+  const Topology& t = comm_.topology();
+  // The first replica of this rank's optimizer slice: coordinate 0 on every level above it.
+  const std::vector<int> coords = t.coordinates(comm_.rank());
+  for (int l = options_.plan.optimizer + 1; l < t.level_count(); ++l) {
+    if (coords[static_cast<std::size_t>(l)] != 0) return {};
   }
-  if (writer) strata::save_checkpoint(path, layout(), completed_steps, {params, m, v});
-  comm_.barrier();
+  std::vector<CheckpointPiece> pieces;
+  for (std::size_t i = 0; i < units_.size(); ++i) {
+    const UnitShard& u = *units_[i];
+    const std::size_t begin = u.optim_offset, end = std::min(u.optim_offset + u.optim_len, u.numel);
+    if (begin >= end) continue;  // a slice of padding only
+    const int unit = static_cast<int>(i);
+    pieces.push_back({"master", unit, begin, end, u.master.data()});
+    pieces.push_back({"adam_m", unit, begin, end, u.m.data()});
+    pieces.push_back({"adam_v", unit, begin, end, u.v.data()});
+  }
+  return pieces;
 }
 
-int ShardedEngine::load_checkpoint(const Checkpoint& checkpoint) {
-  UnitBuffers params(layout()), m(layout()), v(layout());
-  restore_checkpoint(checkpoint, layout(), {params, m, v});
+void ShardedEngine::load_checkpoint(const CheckpointReader& reader) {
   for (std::size_t i = 0; i < units_.size(); ++i) {
     UnitShard& u = *units_[i];
-    AlignedBuffer<float> full(u.padded);
-    auto slice_of = [&](const UnitBuffers& from, AlignedBuffer<float>& into) {
-      full.fill_zero();
-      std::memcpy(full.data(), from.unit(i), u.numel * sizeof(float));
-      std::memcpy(into.data(), full.data() + u.optim_offset, u.optim_len * sizeof(float));
-    };
-    slice_of(params, u.master);
-    slice_of(m, u.m);
-    slice_of(v, u.v);
-    std::memcpy(full.data(), params.unit(i), u.numel * sizeof(float));
-    narrow_to(u.primary.data(), full.data() + u.weight_offset, u.weight_len, options_.weight_dtype);
+    const int unit = static_cast<int>(i);
+    reader.read("master", unit, u.optim_offset, u.optim_offset + u.optim_len, u.master.data());
+    reader.read("adam_m", unit, u.optim_offset, u.optim_offset + u.optim_len, u.m.data());
+    reader.read("adam_v", unit, u.optim_offset, u.optim_offset + u.optim_len, u.v.data());
+    // The working weights are the master narrowed, as the update's gather leaves them.
+    std::vector<float> weights(u.weight_len);
+    reader.read("master", unit, u.weight_offset, u.weight_offset + u.weight_len, weights.data());
+    narrow_to(u.primary.data(), weights.data(), u.weight_len, options_.weight_dtype);
     u.grad_shard.fill_zero();
   }
   ++epoch_;  // every secondary copy predates the loaded weights
   micro_ = 0;
   reduced_ = false;
-  return checkpoint.completed_steps;
+}
+
+CheckpointRun ShardedEngine::checkpoint_run() const {
+  CheckpointRun run;
+  run.engine = "sharded";
+  run.world = comm_.world_size();
+  run.plan = plan_spec(options_.plan, comm_.topology());
+  run.topology = comm_.topology().to_string();
+  run.weight_dtype = std::string(dtype_name(options_.weight_dtype));
+  run.batch_size = gpt_.batch();
+  run.seq_len = gpt_.seq_len();
+  run.grad_accum = options_.grad_accum;
+  return run;
 }
 
 }  // namespace strata

@@ -85,8 +85,9 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   void optimizer_step(const AdamWHyper& hyper, double lr, int step, float grad_scale) override;
   int data_parallel_rank() const override { return comm_.rank(); }
   int data_parallel_size() const override { return comm_.world_size(); }
-  void save_checkpoint(const std::string& path, int completed_steps) override;
-  int load_checkpoint(const Checkpoint& checkpoint) override;
+  std::vector<CheckpointPiece> checkpoint_pieces() override;
+  void load_checkpoint(const CheckpointReader& reader) override;
+  CheckpointRun checkpoint_run() const override;
   std::string description() const override;
   std::string report() override;
   bool records_timeline() const override { return options_.record_timeline; }

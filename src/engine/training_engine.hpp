@@ -6,7 +6,9 @@
 #include <span>
 #include <string>
 
-#include "engine/checkpoint_file.hpp"
+#include <vector>
+
+#include "engine/checkpoint_format.hpp"
 #include "optim/adamw.hpp"
 
 namespace strata {
@@ -32,11 +34,16 @@ class TrainingEngine {
   virtual int data_parallel_rank() const { return 0; }
   virtual int data_parallel_size() const { return 1; }
 
-  // A checkpoint holds the full model whatever the partitioning (the format of
-  // train/checkpoint.hpp), so a run can resume with another plan or rank count. Collective.
-  virtual void save_checkpoint(const std::string& path, int completed_steps) = 0;
-  // Applies a checkpoint read by read_checkpoint; returns its completed step count.
-  virtual int load_checkpoint(const Checkpoint& checkpoint) = 0;
+  // What this process writes into a checkpoint (engine/checkpoint_format.hpp): its fp32 master,
+  // Adam m and v slices in unit coordinates; a slice replicated on several ranks is written by
+  // the first of them only. No collective: the caller agrees on success.
+  virtual std::vector<CheckpointPiece> checkpoint_pieces() = 0;
+  // Reads this process's part of a checkpoint written with any world size or plan (each chunk
+  // checked); rebuilds the working weights from the master and invalidates every secondary copy.
+  // No collective, so a refusal on one rank can be agreed on by all.
+  virtual void load_checkpoint(const CheckpointReader& reader) = 0;
+  // The run's description for the manifest (completed_steps left for the caller).
+  virtual CheckpointRun checkpoint_run() const = 0;
 
   // One line for the run's header: what engine, plan and settings this is.
   virtual std::string description() const = 0;

@@ -65,8 +65,10 @@ void TrainConfig::validate() const {
   STRATA_REQUIRE(val_every >= 0, "val-every must not be negative (0 turns validation off; got {})", val_every);
   STRATA_REQUIRE(val_batches >= 1, "val-batches must be at least 1 (got {})", val_batches);
   STRATA_REQUIRE(log_every >= 1, "log-every must be at least 1 (got {})", log_every);
-  STRATA_REQUIRE(save_every >= 0, "save-every must not be negative (got {})", save_every);
-  STRATA_REQUIRE(save_every == 0 || !save.empty(), "save-every needs a checkpoint path (--save)");
+  STRATA_REQUIRE(checkpoint_every >= 0, "checkpoint-every must not be negative (got {})", checkpoint_every);
+  STRATA_REQUIRE(checkpoint_every == 0 || !save.empty(), "checkpoint-every needs a checkpoint directory (--save)");
+  STRATA_REQUIRE(keep_last >= 0, "keep-last must not be negative (0 keeps every checkpoint; got {})", keep_last);
+  STRATA_REQUIRE(keep_last == 0 || !save.empty(), "keep-last needs a checkpoint directory (--save)");
   STRATA_REQUIRE(dtype == "fp32" || dtype == "bf16", "dtype must be fp32 or bf16 (got '{}')", dtype);
   STRATA_REQUIRE(prefetch >= 0 && prefetch <= 64, "prefetch must be between 0 and 64 stages (got {})", prefetch);
   STRATA_REQUIRE(max_live_bytes >= 0, "max-live-bytes must not be negative (0: no bound; got {})", max_live_bytes);

@@ -59,9 +59,10 @@ struct TrainConfig {
   int val_batches = 10;
   int log_every = 1;
   std::string metrics = "strata-metrics.jsonl";  // empty: no metrics file
-  std::string save;                              // checkpoint path; empty: none
-  int save_every = 0;                            // 0: only at the end
-  std::string resume;                            // checkpoint to continue from
+  std::string save;                              // checkpoint directory (holds step-N folders); empty: none
+  int checkpoint_every = 0;                      // 0: only at the end
+  int keep_last = 0;                             // complete checkpoints kept (0: all)
+  std::string resume;                            // "auto", a step directory, or a checkpoint directory
   int stop_after = 0;                            // stop after N steps of this invocation (0: run to the end)
 
   GptConfig model_config() const;

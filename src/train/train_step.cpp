@@ -1,6 +1,8 @@
 // The optimizer step shared by the trainer and the reference tests.
 #include "train/train_step.hpp"
 
+#include <cmath>
+
 #include "optim/grad_norm.hpp"
 
 namespace strata {
@@ -16,6 +18,10 @@ StepOutcome train_step(TrainingEngine& engine, const StepRecipe& recipe, int ste
   }
   outcome.grad_norm = engine.grad_norm();
   outcome.lr = recipe.schedule.at(step);
+  if (!std::isfinite(outcome.loss) || !std::isfinite(outcome.grad_norm)) {
+    outcome.nonfinite = true;
+    return outcome;
+  }
   engine.optimizer_step(recipe.hyper, outcome.lr, step + 1, clip_coefficient(outcome.grad_norm, recipe.grad_clip));
   return outcome;
 }

@@ -22,13 +22,17 @@ struct StepOutcome {
   double loss = 0.0;       // mean over the micro-batches
   double grad_norm = 0.0;  // before clipping
   double lr = 0.0;
+  // The loss or the gradient norm was NaN or infinite: the update was not applied, so the weights
+  // and moments are those of the step before (the caller stops the run).
+  bool nonfinite = false;
 };
 
 // fill(micro, inputs, targets) supplies micro-batch `micro` of this step.
 using MicroBatchSource =
     std::function<void(int micro, std::span<std::int32_t> inputs, std::span<std::int32_t> targets)>;
 
-// step counts from 0.
+// step counts from 0. A non-finite loss or gradient norm (the same on every rank: both are
+// reduced) skips the update and says so in the outcome.
 StepOutcome train_step(TrainingEngine& engine, const StepRecipe& recipe, int step, const MicroBatchSource& fill,
                        std::span<std::int32_t> inputs, std::span<std::int32_t> targets);
 

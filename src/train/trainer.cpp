@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "comm/mpi/mpi_runtime.hpp"
 #include "core/blas.hpp"
 #include "core/error.hpp"
+#include "core/exit_codes.hpp"
 #include "core/median.hpp"
 #include "core/stopwatch.hpp"
 #include "train/builtin_corpus.hpp"
@@ -96,12 +98,9 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   } else {
     train_data_ = std::move(all);
   }
-  if (!config_.resume.empty()) {
-    resume_ = std::make_unique<Checkpoint>(read_checkpoint(config_.resume, ModelLayout(model_)));
-    STRATA_REQUIRE(resume_->completed_steps <= config_.steps,
-                   "{}: the checkpoint has completed {} steps, more than --steps {}", config_.resume,
-                   resume_->completed_steps, config_.steps);
-  }
+  // Checkpoint paths are checked before any step runs, so a bad one costs nothing.
+  if (!config_.save.empty()) check_checkpoint_root(config_.save);
+  resume_ = choose_resume(config_.resume, config_.save);
   // The loaders serve global batches: every rank takes its rows.
   const int global_batch = config_.batch_size * world_;
   train_loader_ = std::make_unique<BatchLoader>(train_data_.tokens, train_data_.source, global_batch, seq_len_);
@@ -128,19 +127,19 @@ double Trainer::validation_loss(TrainingEngine& engine) {
 
 void Trainer::save(TrainingEngine& engine, int completed_steps, std::ostream& out) {
   if (config_.save.empty()) return;
-  engine.save_checkpoint(config_.save, completed_steps);
-  fmt::print(out, "checkpoint: {} (after step {})\n", config_.save, completed_steps);
+  const std::string dir =
+      save_training_checkpoint(engine, ModelLayout(model_), config_.save, completed_steps, config_.keep_last);
+  fmt::print(out, "checkpoint: {} (after step {})\n", dir, completed_steps);
 }
 
 TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const std::vector<std::string>& notes) {
   STRATA_REQUIRE(engine.data_parallel_size() == world_, "the engine has {} replicas but the job {} ranks",
                  engine.data_parallel_size(), world_);
-  if (resume_) {
-    start_step_ = engine.load_checkpoint(*resume_);
-    resume_.reset();
-  }
   std::ostream null_stream(nullptr);
   std::ostream& out = rank_ == 0 ? console : null_stream;
+  if (!resume_.candidates.empty()) {
+    start_step_ = load_training_checkpoint(engine, ModelLayout(model_), resume_, config_.steps, out);
+  }
   const std::size_t tokens_per_micro = static_cast<std::size_t>(config_.batch_size) * seq_len_;
   const std::size_t tokens_per_step = tokens_per_micro * config_.grad_accum * static_cast<std::size_t>(world_);
   const double flops_per_step = model_.flops_per_token(seq_len_) * static_cast<double>(tokens_per_step);
@@ -166,7 +165,11 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
     fmt::print(out, "\n{}", engine.report());
     return TrainSummary{};
   }
-  if (start_step_ > 0) fmt::print(out, "resumed: {} after step {}\n", config_.resume, start_step_);
+  if (start_step_ > 0) {
+    fmt::print(out, "resumed: {} after step {}\n", config_.resume == "auto" ? resume_.described : config_.resume, start_step_);
+  } else if (!config_.resume.empty()) {
+    fmt::print(out, "resume: no complete checkpoint in {}; starting at step 0\n", resume_.described);
+  }
 
   MetricsLog metrics(rank_ == 0 ? config_.metrics : std::string(), start_step_ > 0);
   if (metrics.enabled()) fmt::print(out, "metrics: {}\n", config_.metrics);
@@ -233,7 +236,22 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
       metrics.write({{"type", "val"}, {"step", record.step}, {"val_loss", val}});
       fmt::print(out, "val  {:>5}/{} | val loss {:.4f}\n", record.step, config_.steps, val);
     }
-    if (config_.save_every > 0 && record.step % config_.save_every == 0 && !last) save(engine, record.step, out);
+    if (outcome.nonfinite) {
+      // Every rank has the same reduced loss and norm, so all stop here together.
+      if (rank_ == 0) {
+        fmt::print(stderr,
+                   "strata: error: step {}: the {} is {} (loss {}, gradient norm {}): stopped before the update, so "
+                   "the weights are those of step {} and no checkpoint is written over; lower --lr or check the "
+                   "data, then --resume\n",
+                   record.step, std::isfinite(outcome.loss) ? "gradient norm" : "loss",
+                   std::isfinite(outcome.loss) ? outcome.grad_norm : outcome.loss, outcome.loss, outcome.grad_norm,
+                   record.step - 1);
+      }
+      std::signal(SIGINT, previous_int);
+      std::signal(SIGTERM, previous_term);
+      throw AgreedExit{kExitFailure};
+    }
+    if (config_.checkpoint_every > 0 && record.step % config_.checkpoint_every == 0 && !last) save(engine, record.step, out);
     if (signalled || (stop_here && record.step < config_.steps)) {
       fmt::print(out, "stopping after step {} ({})\n", record.step, signalled ? "signal received" : "--stop-after");
       summary.interrupted = true;
@@ -241,7 +259,9 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
       break;
     }
   }
-  if (!summary.interrupted && !summary.steps.empty()) save(engine, config_.steps, out);
+  // Also when no step ran (resumed at the last step): a run with another world size or plan then
+  // converts the checkpoint.
+  if (!summary.interrupted) save(engine, config_.steps, out);
   std::signal(SIGINT, previous_int);
   std::signal(SIGTERM, previous_term);
 

@@ -10,7 +10,8 @@
 
 #include <string>
 
-#include "engine/checkpoint_file.hpp"
+#include "engine/checkpoint_format.hpp"
+#include "train/checkpoint.hpp"
 #include "engine/training_engine.hpp"
 #include "train/batch_loader.hpp"
 #include "train/token_file.hpp"
@@ -65,7 +66,7 @@ class Trainer {
   TokenData val_data_;
   std::unique_ptr<BatchLoader> train_loader_;
   std::unique_ptr<BatchLoader> val_loader_;
-  std::unique_ptr<Checkpoint> resume_;  // read during set-up, applied by run()
+  ResumeChoice resume_;  // chosen during set-up, loaded by run()
   int start_step_ = 0;
 };
 

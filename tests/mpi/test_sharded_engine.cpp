@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@
 #include "plan/unit_padding.hpp"
 #include "schedule/counting_executor.hpp"
 #include "schedule/simulator.hpp"
+#include "train/checkpoint.hpp"
 #include "support/plan_formulas.hpp"
 
 namespace strata {
@@ -685,17 +687,23 @@ TEST(World8, CheckpointsMoveBetweenPlansAndTheReference) {
   RunSettings s;
   s.steps = 3;
   const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
-  const std::string path = ::testing::TempDir() + "/strata_sharded.ckpt";
+  const std::string root = ::testing::TempDir() + "/strata_sharded_ckpt";
+  if (world_rank() == 0) std::filesystem::remove_all(root);
+  MPI_Barrier(MPI_COMM_WORLD);
   MpiCommunicator comm(t);
   ShardedEngine zero3(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
                       options_for("zero3", t, DType::kF32, s));
   const RunResult trained = run_sharded(zero3, s);
-  zero3.save_checkpoint(path, s.steps);
+  const std::string dir = save_training_checkpoint(zero3, zero3.layout(), root, s.steps, 0);
+  EXPECT_EQ(incomplete_reason(dir), "");
 
   ShardedEngine hier3(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed + 1, comm,
                       options_for("hier3", t, DType::kF32, s));
   const std::uint64_t before = hier3.epoch();
-  EXPECT_EQ(hier3.load_checkpoint(read_checkpoint(path, hier3.layout())), s.steps);
+  const CheckpointReader reader = CheckpointReader::open(dir, hier3.layout());
+  EXPECT_EQ(reader.run().completed_steps, s.steps);
+  EXPECT_EQ(reader.run().world, 8);
+  hier3.load_checkpoint(reader);
   EXPECT_GT(hier3.epoch(), before) << "loading weights must invalidate secondary copies";
   EXPECT_EQ(hier3.steps_run(), 0) << "the report must count only the steps this run measured";
   for (std::size_t u = 0; u < hier3.layout().unit_count(); ++u) {
@@ -706,7 +714,7 @@ TEST(World8, CheckpointsMoveBetweenPlansAndTheReference) {
   }
   if (world_rank() == 0) {
     LocalEngine local(GptConfig::preset("tiny"), 8, s.seq_len, 99);
-    EXPECT_EQ(local.load_checkpoint(read_checkpoint(path, local.layout())), s.steps);
+    local.load_checkpoint(reader);
     for (std::size_t u = 0; u < local.layout().unit_count(); ++u) {
       const float* p = local.params().unit(u);
       EXPECT_EQ(std::vector<float>(p, p + local.layout().unit(u).numel), trained.weights[u]) << "unit " << u;

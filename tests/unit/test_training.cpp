@@ -65,16 +65,27 @@ TEST(Training, TinyModelLearnsTheBuiltinCorpus) {
   EXPECT_NE(log.str().find("TFLOP/s"), std::string::npos);
 }
 
+// The shard file of step 30 holds the weights and both moments: equal bytes, equal state.
+std::string shard_bytes(const std::string& root, int step) {
+  std::ifstream in(root + "/" + step_directory_name(step) + "/" + rank_file_name(0), std::ios::binary);
+  EXPECT_TRUE(in.good()) << root;
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 TEST(Training, StopAndResumeEndsBitIdenticalToOneRun) {
   TrainConfig whole = tiny_run();
   whole.steps = 30;
   whole.grad_accum = 2;
-  whole.save = temp_path("whole.ckpt");
+  whole.save = temp_path("whole-ckpt");
+  std::filesystem::remove_all(whole.save);
   std::ostringstream sink;
   run_to_end(whole, sink);
 
   TrainConfig first = whole;
-  first.save = temp_path("split.ckpt");
+  first.save = temp_path("split-ckpt");
+  std::filesystem::remove_all(first.save);
   first.stop_after = 12;
   const TrainSummary a = run_to_end(first, sink);
   EXPECT_TRUE(a.interrupted);
@@ -82,35 +93,34 @@ TEST(Training, StopAndResumeEndsBitIdenticalToOneRun) {
 
   TrainConfig second = first;
   second.stop_after = 0;
-  second.resume = first.save;
+  second.resume = "auto";
   const TrainSummary b = run_to_end(second, sink);
   ASSERT_EQ(b.steps.size(), 18u);
   EXPECT_EQ(b.steps.front().step, 13);
-
-  const TensorArchive x = TensorArchive::load(whole.save);
-  const TensorArchive y = TensorArchive::load(second.save);
-  EXPECT_EQ(x.scalar("checkpoint.step"), 30);
-  EXPECT_EQ(y.scalar("checkpoint.step"), 30);
-  for (const auto& [name, tensor] : x.tensors()) {
-    EXPECT_EQ(tensor.bytes, y.get(name).bytes) << name;
-  }
+  const std::string x = shard_bytes(whole.save, 30), y = shard_bytes(first.save, 30);
+  EXPECT_GT(x.size(), 1000u);
+  EXPECT_TRUE(x == y) << "the resumed run's final state differs from the uninterrupted run's";
+  EXPECT_EQ(CheckpointReader::open(first.save + "/" + step_directory_name(30), ModelLayout(whole.model_config()))
+                .run()
+                .completed_steps,
+            30);
 }
 
 TEST(Training, ResumeRefusesACheckpointOfAnotherModel) {
   TrainConfig save = tiny_run();
   save.steps = 2;
-  save.save = temp_path("other.ckpt");
+  save.save = temp_path("other-ckpt");
+  std::filesystem::remove_all(save.save);
   std::ostringstream sink;
   run_to_end(save, sink);
   TrainConfig other = tiny_run();
   other.n_embd = 32;
   other.resume = save.save;
   try {
-    Trainer trainer(other);
+    run_to_end(other, sink);
     FAIL() << "expected a refusal";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("model.n_embd = 64 but this run's model has 32"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("was written for model 'tiny' (L2 C64"), std::string::npos) << e.what();
   }
 }
 
