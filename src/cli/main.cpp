@@ -9,6 +9,7 @@
 
 #include "core/exit_codes.hpp"
 #include "cli/calibrate_command.hpp"
+#include "cli/checkpoint_commands.hpp"
 #include "cli/models_command.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/simulate_command.hpp"
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   strata::add_simulate_command(app);
   strata::add_plan_command(app);
   strata::add_calibrate_command(app);
+  strata::add_checkpoint_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

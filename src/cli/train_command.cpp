@@ -11,6 +11,7 @@
 #include "core/exit_codes.hpp"
 #include "cli/train_options.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
+#include "comm/mpi/mpi_watchdog.hpp"
 #include "core/error.hpp"
 #include "train/engine_setup.hpp"
 #include "train/trainer.hpp"
@@ -57,6 +58,7 @@ void run_train(TrainCommandState& state, const CLI::App& command) {
   // From here ranks make collective calls: a failure on one must end them all at once, before
   // the trainer's destructors could wait on collectives the peers will never join.
   try {
+    if (MpiRuntime::world_size() > 1) start_mpi_watchdog(state.config.collective_timeout);
     connect_engine(setup, state.config);
     trainer->run(*setup.engine, std::cout, setup.notes);
   } catch (const std::exception& e) {

@@ -88,6 +88,10 @@ std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
        "continue from 'auto' (the newest complete checkpoint under --save; none: start fresh), a step directory, or "
        "a checkpoint directory (its newest complete one); any world size or plan",
        &c.resume},
+      {"collective-timeout", "run",
+       "seconds any MPI call may block before the whole job ends with its name: a dead, stopped or unreachable "
+       "peer never hangs the run (0: no watchdog)",
+       &c.collective_timeout},
       {"stop-after", "run",
        "stop, checkpointing, after N steps of this invocation; the schedule still spans --steps (0: run to the end)",
        &c.stop_after},

@@ -10,12 +10,12 @@
 
 namespace strata {
 
-void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+void write_safetensors(const std::string& path, const std::vector<ExportTensor>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   static_assert(std::endian::native == std::endian::little, "safetensors is little-endian; so is this writer");
   nlohmann::json header = nlohmann::json::object();
   std::uint64_t offset = 0;
-  for (const NamedTensor& t : tensors) {
+  for (const ExportTensor& t : tensors) {
     std::int64_t count = 1;
     for (std::int64_t d : t.shape) count *= d;
     STRATA_CHECK(static_cast<std::size_t>(count) == t.values.size(), "tensor {} has {} values for its shape", t.name,
@@ -32,7 +32,7 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
   AtomicFile file(path);
   file.write(&length, sizeof length);
   file.write(text.data(), text.size());
-  for (const NamedTensor& t : tensors) file.write(t.values.data(), t.values.size() * sizeof(float));
+  for (const ExportTensor& t : tensors) file.write(t.values.data(), t.values.size() * sizeof(float));
   file.commit();
 }
 

@@ -9,14 +9,14 @@
 
 namespace strata {
 
-struct NamedTensor {
+struct ExportTensor {
   std::string name;
   std::vector<std::int64_t> shape;
   std::vector<float> values;  // fp32, row-major
 };
 
 // Written atomically (temporary name, fsync, rename); metadata goes into "__metadata__".
-void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+void write_safetensors(const std::string& path, const std::vector<ExportTensor>& tensors,
                        const std::map<std::string, std::string>& metadata);
 
 }  // namespace strata

@@ -148,7 +148,7 @@ std::string save_training_checkpoint(TrainingEngine& engine, const ModelLayout& 
   return dir.string();
 }
 
-ResumeChoice choose_resume(const std::string& resume, const std::string& save_root) {
+ResumeChoice choose_resume(const std::string& resume, const std::string& save_root, const std::string& flag) {
   ResumeChoice c;
   if (resume.empty()) return c;
   std::error_code ec;
@@ -159,16 +159,16 @@ ResumeChoice choose_resume(const std::string& resume, const std::string& save_ro
     c.described = fmt::format("the newest complete checkpoint under '{}'", save_root);
     return c;
   }
-  STRATA_REQUIRE(fs::exists(resume, ec), "--resume '{}': no such checkpoint directory", resume);
+  STRATA_REQUIRE(fs::exists(resume, ec), "{} '{}': no such checkpoint directory", flag, resume);
   STRATA_REQUIRE(fs::is_directory(resume, ec),
-                 "--resume '{}' is not a directory (a checkpoint is a step directory holding manifest.json)", resume);
+                 "{} '{}' is not a directory (a checkpoint is a step directory holding manifest.json)", flag, resume);
   if (is_step_name(fs::path(resume).filename().string()) || fs::exists(fs::path(resume) / "manifest.json", ec)) {
     c.candidates = {resume};
     c.described = fmt::format("'{}'", resume);
     return c;
   }
   c.candidates = step_directories(resume);
-  STRATA_REQUIRE(!c.candidates.empty(), "--resume '{}' holds no step-N checkpoint directory", resume);
+  STRATA_REQUIRE(!c.candidates.empty(), "{} '{}' holds no step-N checkpoint directory", flag, resume);
   c.fall_back = true;
   c.described = fmt::format("the newest complete checkpoint under '{}'", resume);
   return c;

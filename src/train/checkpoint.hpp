@@ -33,7 +33,8 @@ struct ResumeChoice {
 };
 // --resume: "auto" (the newest complete checkpoint under the --save root; none yet: start fresh),
 // a step directory, or a root (its newest complete checkpoint, falling back). Local.
-ResumeChoice choose_resume(const std::string& resume, const std::string& save_root);
+ResumeChoice choose_resume(const std::string& resume, const std::string& save_root,
+                           const std::string& flag = "--resume");
 
 // Collective. Loads the first candidate every rank reads without error and returns its completed
 // steps (0 when there is none to try). Each refusal is printed; with no candidate left, every

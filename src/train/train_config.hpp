@@ -63,6 +63,7 @@ struct TrainConfig {
   int checkpoint_every = 0;                      // 0: only at the end
   int keep_last = 0;                             // complete checkpoints kept (0: all)
   std::string resume;                            // "auto", a step directory, or a checkpoint directory
+  double collective_timeout = 300.0;             // seconds an MPI call may block before the job ends (0: never)
   int stop_after = 0;                            // stop after N steps of this invocation (0: run to the end)
 
   GptConfig model_config() const;

@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <sys/resource.h>
+
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -111,6 +114,20 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
 
 Trainer::~Trainer() = default;
 
+// STRATA_FILE_SIZE_LIMIT=BYTES: every file this process writes from here on stops growing at
+// BYTES (RLIMIT_FSIZE, SIGXFSZ ignored, so writes fail with EFBIG as on a full disk). Set after
+// MPI's start-up, whose own files it would otherwise break: how the tests fill a disk.
+static void limit_file_size_for_tests() {
+  const char* limit = std::getenv("STRATA_FILE_SIZE_LIMIT");
+  if (limit == nullptr) return;
+  char* end = nullptr;
+  const unsigned long long bytes = std::strtoull(limit, &end, 10);
+  STRATA_REQUIRE(end != limit && *end == '\0', "STRATA_FILE_SIZE_LIMIT must be a number of bytes (got '{}')", limit);
+  std::signal(SIGXFSZ, SIG_IGN);
+  const rlimit r{static_cast<rlim_t>(bytes), static_cast<rlim_t>(bytes)};
+  STRATA_REQUIRE(setrlimit(RLIMIT_FSIZE, &r) == 0, "STRATA_FILE_SIZE_LIMIT: setrlimit failed");
+}
+
 bool Trainer::agree(bool flag) { return world_ > 1 ? MpiRuntime::any_rank(flag) : flag; }
 
 double Trainer::validation_loss(TrainingEngine& engine) {
@@ -188,6 +205,7 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
   std::vector<double> step_ms;
   TrainSummary summary;
 
+  limit_file_size_for_tests();
   g_stop_requested = false;
   auto previous_int = std::signal(SIGINT, request_stop);
   auto previous_term = std::signal(SIGTERM, request_stop);

@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "comm/mpi/mpi_check.hpp"
+#include "comm/mpi/mpi_watchdog.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
 #include "core/bf16.hpp"
 #include "core/error.hpp"
@@ -46,6 +47,7 @@ class MpiRequest final : public CommRequest {
   }
   void wait() override {
     if (request_ == MPI_REQUEST_NULL) return;
+    const MpiWatch watch("MPI_Wait");
     mpi_check(MPI_Wait(&request_, MPI_STATUS_IGNORE), what_);
     const TrafficPhase now = meter_.phase();
     meter_.set_phase(phase_);
@@ -119,6 +121,7 @@ MPI_Op MpiCommunicator::sum_op(DType type) const {
 
 void MpiCommunicator::all_gather(void* buffer, std::size_t count, DType type, int level) {
   const double start = MPI_Wtime();
+  const MpiWatch watch("MPI_Allgather");
   mpi_check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, checked_count(count, "all-gather"),
                           mpi_type(type), level_comm(level)),
             "MPI_Allgather");
@@ -138,6 +141,7 @@ std::unique_ptr<CommRequest> MpiCommunicator::start_all_gather(void* buffer, std
 
 void MpiCommunicator::reduce_scatter(const void* send, void* recv, std::size_t count, DType type, int level) {
   const double start = MPI_Wtime();
+  const MpiWatch watch("MPI_Reduce_scatter_block");
   mpi_check(MPI_Reduce_scatter_block(send, recv, checked_count(count, "reduce-scatter"), mpi_type(type),
                                      sum_op(type), level_comm(level)),
             "MPI_Reduce_scatter_block");
@@ -158,6 +162,7 @@ std::unique_ptr<CommRequest> MpiCommunicator::start_reduce_scatter(const void* s
 void MpiCommunicator::all_to_all(const void* send, void* recv, std::size_t count, DType type, int level) {
   const double start = MPI_Wtime();
   const int n = checked_count(count, "all-to-all");
+  const MpiWatch watch("MPI_Alltoall");
   mpi_check(MPI_Alltoall(send, n, mpi_type(type), recv, n, mpi_type(type), level_comm(level)), "MPI_Alltoall");
   const std::uint64_t bytes = peer_volume(count, type, level);
   meter_.record(level, bytes, bytes, MPI_Wtime() - start);
@@ -175,6 +180,7 @@ std::unique_ptr<CommRequest> MpiCommunicator::start_all_to_all(const void* send,
 
 void MpiCommunicator::broadcast(void* buffer, std::size_t count, DType type, int root_coordinate, int level) {
   const double start = MPI_Wtime();
+  const MpiWatch watch("MPI_Bcast");
   mpi_check(MPI_Bcast(buffer, checked_count(count, "broadcast"), mpi_type(type), root_coordinate, level_comm(level)),
             "MPI_Bcast");
   const std::uint64_t bytes = count * dtype_size(type);
@@ -186,10 +192,14 @@ void MpiCommunicator::all_reduce_control(double* values, int count, int first_le
   if (last_level < first_level) return;
   const double start = MPI_Wtime();
   const MPI_Comm comm = range_comms_.at({first_level, last_level}).get();
+  const MpiWatch watch("MPI_Allreduce");
   mpi_check(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce (control)");
   meter_.record_control(static_cast<std::uint64_t>(count) * sizeof(double), MPI_Wtime() - start);
 }
 
-void MpiCommunicator::barrier() { mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+void MpiCommunicator::barrier() {
+  const MpiWatch watch("MPI_Barrier");
+  mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+}
 
 }  // namespace strata

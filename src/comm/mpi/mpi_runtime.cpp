@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "comm/mpi/mpi_check.hpp"
+#include "comm/mpi/mpi_watchdog.hpp"
 #include "comm/mpi/mpi_handles.hpp"
 #include "core/error.hpp"
 
@@ -55,6 +56,7 @@ bool MpiRuntime::allows_comm_thread() {
 }
 
 MpiRuntime::~MpiRuntime() {
+  stop_mpi_watchdog();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized && MPI_Finalize() != MPI_SUCCESS) std::fprintf(stderr, "strata: warning: MPI_Finalize failed\n");
@@ -69,7 +71,9 @@ bool MpiRuntime::initialized() {
 
 MpiRuntime::Failures MpiRuntime::failures(bool failed) {
   int first = failed ? world_rank() : INT_MAX, count = failed ? 1 : 0;
+  const MpiWatch watch_rank("MPI_Allreduce (agreement)");
   mpi_check(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce (failure rank)");
+  const MpiWatch watch_count("MPI_Allreduce (agreement)");
   mpi_check(MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce (failure count)");
   return {first == INT_MAX ? -1 : first, count};
 }
@@ -98,6 +102,7 @@ int MpiRuntime::ranks_on_this_host() {
 
 bool MpiRuntime::any_rank(bool failed) {
   int local = failed ? 1 : 0, global = 0;
+  const MpiWatch watch_flag("MPI_Allreduce (agreement)");
   mpi_check(MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce (failure flag)");
   return global != 0;
 }
