@@ -35,7 +35,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     std::ostringstream quiet;
-    return root ? app.exit(e) : app.exit(e, quiet, quiet);  // every rank parsed the same flags
+    const int code = root ? app.exit(e) : app.exit(e, quiet, quiet);  // every rank parsed the same flags
+    // --help and --version succeed; every bad command line is the one documented usage code.
+    return code == 0 ? strata::kExitOk : strata::kExitUsage;
   } catch (const strata::AgreedExit& e) {
     return e.code;
   } catch (const std::exception& e) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <toml++/toml.h>
 
 #include "core/error.hpp"
@@ -79,20 +80,30 @@ void apply_config_file(const std::string& path, const std::vector<OptionSpec>& s
     const auto& where = e.source().begin;
     fail("{}:{}:{}: not valid TOML: {}", path, where.line, where.column, e.description());
   }
-  auto apply_entry = [&](const std::string& raw_key, const toml::node& node) {
+  // Strict: a key inside a table must belong to that table's group, and no setting may be given
+  // twice (spelled with dashes and underscores, or at the top level and in its group).
+  std::map<std::string, std::string> seen;  // option name -> how it was first written
+  auto apply_entry = [&](const std::string& group, const std::string& raw_key, const toml::node& node) {
     const std::string key = normalise_key(raw_key);
     const OptionSpec* spec = find_spec(specs, key);
+    const std::string written = group.empty() ? raw_key : group + "." + raw_key;
     STRATA_REQUIRE(spec != nullptr, "{}: unknown key '{}' (the keys are the flags of 'strata train --help')", path,
-                   raw_key);
+                   written);
+    STRATA_REQUIRE(group.empty() || spec->group == group, "{}: key '{}' belongs in [{}], not in [{}]", path, raw_key,
+                   spec->group, group);
+    const auto [it, fresh] = seen.emplace(spec->name, written);
+    STRATA_REQUIRE(fresh, "{}: '{}' sets {} a second time (first as '{}')", path, written, spec->name, it->second);
     if (app.count("--" + spec->name) > 0) return;  // the command line wins
     assign(path, raw_key, node, *spec);
   };
   for (const auto& [k, node] : table) {
     const std::string key{k.str()};
-    if (node.is_table() && is_group(specs, key)) {
-      for (const auto& [inner, inner_node] : *node.as_table()) apply_entry(std::string(inner.str()), inner_node);
+    if (node.is_table()) {
+      STRATA_REQUIRE(is_group(specs, key), "{}: unknown table [{}] (the tables are the groups of 'strata train --help')",
+                     path, key);
+      for (const auto& [inner, inner_node] : *node.as_table()) apply_entry(key, std::string(inner.str()), inner_node);
     } else {
-      apply_entry(key, node);
+      apply_entry("", key, node);
     }
   }
 }

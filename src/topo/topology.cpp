@@ -137,10 +137,19 @@ Topology Topology::parse(std::string_view spec, int world_size) {
   }
   STRATA_REQUIRE(t.find_level("world") < 0 || t.find_level("world") == t.level_count() - 1,
                  "topology '{}': 'world' may only name the outermost level", spec);
-  int inner = 1;
+  // In 64 bits, saturating: fan-outs given by a user must not overflow into a zero or negative
+  // product (a division by zero below).
+  long long inner_wide = 1;
   for (int l = 0; l < t.level_count(); ++l) {
-    if (l != star) inner *= t.levels_[static_cast<std::size_t>(l)].fanout;
+    if (l != star) inner_wide = std::min(inner_wide * t.levels_[static_cast<std::size_t>(l)].fanout, 1LL << 40);
   }
+  if (inner_wide > world_size) {
+    STRATA_REQUIRE(star < 0, "topology '{}': the inner levels hold {}{} ranks, more than the job's {}", spec,
+                   inner_wide >= (1LL << 40) ? "over " : "", inner_wide, world_size);
+    fail("topology '{}' describes {}{} ranks but the job has {}", spec, inner_wide >= (1LL << 40) ? "over " : "",
+         inner_wide, world_size);
+  }
+  const int inner = static_cast<int>(inner_wide);
   if (star >= 0) {
     STRATA_REQUIRE(world_size % inner == 0,
                    "topology '{}': the inner levels hold {} ranks, which does not divide the world size {}", spec,

@@ -51,6 +51,15 @@ void TrainConfig::validate() const {
                  c.context_length);
   STRATA_REQUIRE(grad_accum >= 1, "grad-accum must be at least 1 (got {})", grad_accum);
   STRATA_REQUIRE(steps >= 1, "steps must be at least 1 (got {})", steps);
+  // NaN passes every comparison below and infinity most: each real-valued setting is checked
+  // for finiteness first.
+  for (const auto& [name, value] : {std::pair{"lr", lr}, std::pair{"min-lr-ratio", min_lr_ratio},
+                                    std::pair{"weight-decay", weight_decay}, std::pair{"beta1", beta1},
+                                    std::pair{"beta2", beta2}, std::pair{"eps", eps}, std::pair{"grad-clip", grad_clip},
+                                    std::pair{"val-fraction", val_fraction},
+                                    std::pair{"collective-timeout", collective_timeout}}) {
+    STRATA_REQUIRE(std::isfinite(value), "{} must be a finite number (got {})", name, value);
+  }
   STRATA_REQUIRE(lr > 0.0, "lr must be positive (got {})", lr);
   STRATA_REQUIRE(min_lr_ratio >= 0.0 && min_lr_ratio <= 1.0, "min-lr-ratio must be in [0, 1] (got {})",
                  min_lr_ratio);

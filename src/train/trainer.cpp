@@ -20,6 +20,7 @@
 #include "core/error.hpp"
 #include "core/exit_codes.hpp"
 #include "core/median.hpp"
+#include "core/path_checks.hpp"
 #include "core/stopwatch.hpp"
 #include "train/builtin_corpus.hpp"
 #include "train/byte_tokenizer.hpp"
@@ -89,6 +90,15 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   if (MpiRuntime::initialized()) {
     rank_ = MpiRuntime::world_rank();
     world_ = MpiRuntime::world_size();
+  }
+  // Every path is checked for its kind before anything is read or written.
+  if (config_.data != "builtin") require_input_file(config_.data, "--data");
+  if (!config_.val_data.empty()) require_input_file(config_.val_data, "--val-data");
+  const std::vector<std::string> inputs = {config_.data, config_.val_data, config_.resume, config_.save};
+  if (!config_.metrics.empty() && rank_ == 0) require_output_file(config_.metrics, "--metrics", inputs);
+  if (!config_.timeline.empty()) {
+    require_output_file(rank_ == 0 ? config_.timeline : fmt::format("{}.rank{}", config_.timeline, rank_), "--timeline",
+                        inputs);
   }
   TokenData all = load_data(config_, config_.data, model_.vocab_size);
   if (!config_.val_data.empty()) {
