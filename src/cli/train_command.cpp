@@ -4,6 +4,10 @@
 #include "cli/train_command.hpp"
 
 #include <fmt/format.h>
+#include <xxhash.h>
+
+#include <cmath>
+#include <sstream>
 
 #include <iostream>
 #include <string>
@@ -26,8 +30,35 @@ struct TrainCommandState {
   std::vector<OptionSpec> specs;
 };
 
+// The first line where this rank's resolved configuration differs from rank 0's, as a sentence;
+// empty when they agree. Collective.
+std::string configuration_difference(const std::string& mine) {
+  if (MpiRuntime::all_equal(XXH3_64bits(mine.data(), mine.size()))) return "";
+  const std::string root = MpiRuntime::broadcast_from_root(mine);
+  if (root == mine) return "";
+  std::istringstream a(mine), b(root);
+  std::string group, la, lb;
+  while (true) {
+    const bool more_a = static_cast<bool>(std::getline(a, la)), more_b = static_cast<bool>(std::getline(b, lb));
+    if (!more_a && !more_b) return "";
+    if (la.rfind('[', 0) == 0) group = la;
+    if (la != lb) {
+      const std::string key = la.substr(0, la.find(" = "));
+      return fmt::format("rank {} was started with other settings than rank 0: {} '{}' is {} here and {} on rank 0 "
+                         "(every rank must run the same configuration)",
+                         MpiRuntime::world_rank(), group, key, la.empty() ? "(missing)" : la.substr(la.find(" = ") + 3),
+                         lb.find(" = ") == std::string::npos ? lb : lb.substr(lb.find(" = ") + 3));
+    }
+  }
+}
+
 void run_train(TrainCommandState& state, const CLI::App& command) {
   const int rank = MpiRuntime::world_rank();
+  // From the start: a rank that stopped or left early never leaves the others waiting forever.
+  if (MpiRuntime::world_size() > 1) {
+    const double t = state.config.collective_timeout;
+    start_mpi_watchdog(std::isfinite(t) && t >= 0.0 ? t : 300.0);
+  }
   std::unique_ptr<Trainer> trainer;
   EngineSetup setup;
   std::string problem;
@@ -52,13 +83,23 @@ void run_train(TrainCommandState& state, const CLI::App& command) {
     }
     throw AgreedExit{kExitUsage};
   }
+  // Ranks launched with different flags or files (an MPMD launch) would go on until a collective
+  // failed to match: they agree on one configuration first.
+  if (MpiRuntime::world_size() > 1) {
+    const std::string difference = configuration_difference(options_as_toml(state.specs));
+    const MpiRuntime::Failures differ = MpiRuntime::failures(!difference.empty());
+    if (differ.count > 0) {
+      if (rank == differ.first) fmt::print(stderr, "strata: error: {}\n", difference);
+      throw AgreedExit{kExitUsage};
+    }
+  }
   if (rank == 0) {
     fmt::print("resolved configuration (TOML, reusable with --config):\n{}\n", options_as_toml(state.specs));
   }
   // From here ranks make collective calls: a failure on one must end them all at once, before
   // the trainer's destructors could wait on collectives the peers will never join.
   try {
-    if (MpiRuntime::world_size() > 1) start_mpi_watchdog(state.config.collective_timeout);
+    if (MpiRuntime::world_size() > 1) start_mpi_watchdog(state.config.collective_timeout);  // the value agreed on
     connect_engine(setup, state.config);
     trainer->run(*setup.engine, std::cout, setup.notes);
   } catch (const std::exception& e) {

@@ -55,6 +55,24 @@ bool MpiRuntime::allows_comm_thread() {
   return provided >= MPI_THREAD_SERIALIZED;
 }
 
+bool MpiRuntime::all_equal(std::uint64_t value) {
+  unsigned long long lo = value, hi = value;
+  const MpiWatch watch("MPI_Allreduce (agreement)");
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce (min)");
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce (max)");
+  return lo == hi;
+}
+
+std::string MpiRuntime::broadcast_from_root(const std::string& text) {
+  const MpiWatch watch("MPI_Bcast (agreement)");
+  unsigned long long length = text.size();
+  mpi_check(MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD), "MPI_Bcast (length)");
+  std::string out = world_rank() == 0 ? text : std::string(length, '\0');
+  STRATA_REQUIRE(length < (1ULL << 31), "a broadcast text of {} bytes is too long", length);
+  mpi_check(MPI_Bcast(out.data(), static_cast<int>(length), MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast (text)");
+  return out;
+}
+
 MpiRuntime::~MpiRuntime() {
   stop_mpi_watchdog();
   int finalized = 0;

@@ -29,6 +29,10 @@ class MpiRuntime {
     int count = 0;
   };
   static Failures failures(bool failed);
+  // Collective: whether every rank passed the same value.
+  static bool all_equal(std::uint64_t value);
+  // Collective: rank 0's text on every rank.
+  static std::string broadcast_from_root(const std::string& text);
   // Prints "strata: error[ on rank r]: message" to stderr and ends every rank with `code`.
   [[noreturn]] static void abort(const std::string& message, int code);
 };
