@@ -115,16 +115,48 @@ void check_token_range(const TokenData& data, int vocab_size) {
   }
 }
 
+// Strict detection: a .txt name is text, an exact llm.c magic is llm.c, a .bin without one is
+// nanoGPT's raw uint16; anything else is refused, naming the format it most looks like, rather
+// than read as tokens it is not.
+static DataFormat detect_format(const std::string& path, const std::string& bytes) {
+  if (has_suffix(path, ".txt")) return DataFormat::kText;
+  std::int32_t header[3] = {0, 0, 0};
+  if (bytes.size() >= sizeof header) std::memcpy(header, bytes.data(), sizeof header);
+  if (header[0] == kLlmcMagicGpt2 || header[0] == kLlmcMagicLlama3) return DataFormat::kLlmc;
+  const std::size_t header_bytes = kLlmcHeaderInts * sizeof(std::int32_t);
+  if (bytes.size() >= header_bytes && header[1] == 1 && header[2] > 0) {
+    const auto count = static_cast<std::size_t>(header[2]);
+    if (bytes.size() == header_bytes + 2 * count || bytes.size() == header_bytes + 4 * count) {
+      fail("{}: looks like an llm.c token file (version 1, {} tokens, matching the size) with a damaged magic number "
+           "{} (expected {} or {}); refusing to guess: give --data-format llmc after repairing it, or --data-format "
+           "nanogpt to read it as raw uint16 tokens",
+           path, count, header[0], kLlmcMagicGpt2, kLlmcMagicLlama3);
+    }
+  }
+  const std::size_t sample = std::min<std::size_t>(bytes.size(), 1 << 16);
+  std::size_t texty = 0;
+  bool nul = false;
+  for (std::size_t i = 0; i < sample; ++i) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    nul |= c == 0;
+    texty += (c >= 0x20 && c < 0x7f) || c == '\n' || c == '\r' || c == '\t' || c >= 0x80;
+  }
+  if (!nul && texty == sample) {
+    fail("{}: looks like text (no zero bytes, all printable), not tokens; name it .txt or give --data-format text "
+         "(or --data-format nanogpt to read its bytes as uint16 tokens)",
+         path);
+  }
+  if (has_suffix(path, ".bin")) return DataFormat::kNanoGpt;
+  fail("{}: not an llm.c token file (no magic number), not named .txt or .bin; give --data-format llmc, nanogpt or "
+       "text",
+       path);
+}
+
 TokenData load_token_file(const std::string& path, DataFormat format, int vocab_size) {
   const std::string bytes = read_all(path);
   STRATA_REQUIRE(!bytes.empty(), "{}: the data file is empty", path);
-  if (format == DataFormat::kAuto) {
-    std::int32_t first = 0;
-    if (bytes.size() >= 4) std::memcpy(&first, bytes.data(), 4);
-    if (has_suffix(path, ".txt")) format = DataFormat::kText;
-    else if (first == kLlmcMagicGpt2 || first == kLlmcMagicLlama3) format = DataFormat::kLlmc;
-    else format = DataFormat::kNanoGpt;
-  }
+  const bool detected = format == DataFormat::kAuto;
+  if (detected) format = detect_format(path, bytes);
   TokenData data;
   switch (format) {
     case DataFormat::kLlmc: data = read_llmc(path, bytes); break;
@@ -134,6 +166,7 @@ TokenData load_token_file(const std::string& path, DataFormat format, int vocab_
   }
   STRATA_REQUIRE(!data.tokens.empty(), "{}: the data file holds no tokens", path);
   check_token_range(data, vocab_size);
+  if (detected) data.description += " (detected; --data-format forces one)";
   return data;
 }
 

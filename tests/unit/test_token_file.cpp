@@ -120,6 +120,29 @@ TEST_F(TokenFiles, TextIsByteTokenizedAndInvalidUtf8IsRefused) {
   EXPECT_NE(small.find("vocabulary of at least 256"), std::string::npos) << small;
 }
 
+// Detection is strict: the two files that used to train on garbage are refused, naming the format
+// they look like and the flag that forces one; the chosen format is said.
+TEST_F(TokenFiles, DetectionRefusesWhatOnlyLooksLikeTokens) {
+  const std::vector<std::uint32_t> tokens = {5, 128000, 3, 99};
+  const auto damaged = write_llmc("llama3-damaged.bin", kLlmcMagicLlama3 + 1, 1, 4, tokens);
+  const std::string a = error_of([&] { load_token_file(damaged, DataFormat::kAuto, 128256); });
+  EXPECT_NE(a.find("looks like an llm.c token file (version 1, 4 tokens, matching the size) with a damaged magic"),
+            std::string::npos) << a;
+  EXPECT_NE(a.find("--data-format"), std::string::npos) << a;
+  const auto text = write_bytes("notes.md", "# Notes\nUTF-8 text, caf\xC3\xA9, that is not a token file.\n");
+  const std::string b = error_of([&] { load_token_file(text, DataFormat::kAuto, 50257); });
+  EXPECT_NE(b.find("looks like text"), std::string::npos) << b;
+  EXPECT_NE(b.find("--data-format text"), std::string::npos) << b;
+  // Forced, both read: the flag is the way out.
+  EXPECT_EQ(load_token_file(text, DataFormat::kText, 256).tokens.size(), 53u);
+  // A name that says nothing and no magic: refused rather than guessed.
+  const std::string c = error_of([&] { load_token_file(write_bytes("tokens.dat", std::string("\x01\x00\x02\x00", 4)), DataFormat::kAuto, 10); });
+  EXPECT_NE(c.find("not named .txt or .bin; give --data-format"), std::string::npos) << c;
+  const auto llmc = write_llmc("gpt2-ok.bin", kLlmcMagicGpt2, 1, 1, std::vector<std::uint16_t>{7});
+  EXPECT_NE(load_token_file(llmc, DataFormat::kAuto, 50257).description.find("(detected; --data-format forces one)"),
+            std::string::npos);
+}
+
 TEST_F(TokenFiles, EmptyAndMissingFilesAreRefused) {
   EXPECT_NE(error_of([&] { load_token_file(write_bytes("empty.bin", ""), DataFormat::kAuto, 10); }).find("empty"),
             std::string::npos);
