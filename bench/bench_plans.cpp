@@ -20,27 +20,6 @@
 
 namespace strata {
 
-double median_step_ms(ShardedEngine& engine, Communicator& comm, int vocab, int batch, int seq_len, int grad_accum,
-                      int steps, int warmup) {
-  const std::size_t n = static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq_len);
-  std::vector<std::int32_t> in(n), tgt(n);
-  Rng rng(static_cast<std::uint64_t>(comm.rank()) + 1);
-  const StepRecipe recipe{LrSchedule{1e-4, 0, steps + warmup, 1.0}, AdamWHyper{}, 1.0, grad_accum};
-  auto fill = [&](int, std::span<std::int32_t> a, std::span<std::int32_t> b) {
-    for (auto& x : a) x = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(vocab)));
-    for (auto& x : b) x = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(vocab)));
-  };
-  std::vector<double> ms;
-  for (int step = 0; step < warmup + steps; ++step) {
-    comm.barrier();
-    Stopwatch watch;
-    train_step(engine, recipe, step, fill, in, tgt);
-    comm.barrier();
-    if (step >= warmup) ms.push_back(watch.milliseconds());
-  }
-  return median(ms);
-}
-
 void bench_overlap(const OverlapBenchSettings& s) {
   const Topology topology = Topology::parse("flat", MpiRuntime::world_size());
   for (const std::string& model : s.models) {
@@ -52,9 +31,9 @@ void bench_overlap(const OverlapBenchSettings& s) {
       options.overlap = overlap;
       ShardedEngine engine(config, s.batch, s.seq_len, 1, comm, options);
       // The engine's totals include the warm-up: the figures are the difference over the timed steps.
-      if (s.warmup > 0) median_step_ms(engine, comm, config.vocab_size, s.batch, s.seq_len, 1, s.warmup, 0);
+      if (s.warmup > 0) median_step_seconds(engine, comm, config.vocab_size, s.batch, s.seq_len, 1, s.warmup, 0);
       const OverlapStats before = engine.overlap_stats();
-      const double ms = median_step_ms(engine, comm, config.vocab_size, s.batch, s.seq_len, 1, s.steps, 0);
+      const double ms = 1e3 * median_step_seconds(engine, comm, config.vocab_size, s.batch, s.seq_len, 1, s.steps, 0);
       const OverlapStats after = engine.overlap_stats();
       const double comm_ms = (after.communication_s - before.communication_s) * 1e3 / s.steps;
       const double exposed_ms = (after.exposed_s - before.exposed_s) * 1e3 / s.steps;
@@ -82,7 +61,7 @@ void bench_plans(const PlanBenchSettings& s) {
     options.grad_accum = s.grad_accum;
     options.overlap = s.overlap;
     ShardedEngine engine(config, s.batch, s.seq_len, 1, comm, options);
-    const double ms = median_step_ms(engine, comm, config.vocab_size, s.batch, s.seq_len, s.grad_accum, s.steps,
+    const double ms = 1e3 * median_step_seconds(engine, comm, config.vocab_size, s.batch, s.seq_len, s.grad_accum, s.steps,
                                      s.warmup);
     nlohmann::json report = plan_report(engine);
     report["bench"] = "plans";

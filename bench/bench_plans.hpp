@@ -28,13 +28,6 @@ struct PlanBenchSettings {
 // Collective: every rank calls it; rank 0 prints.
 void bench_plans(const PlanBenchSettings& settings);
 
-class ShardedEngine;
-class Communicator;
-// Trains warmup + steps steps on random tokens (a barrier around each) and returns the median
-// ms/step of the measured ones. Collective.
-double median_step_ms(ShardedEngine& engine, Communicator& comm, int vocab, int batch, int seq_len, int grad_accum,
-                      int steps, int warmup);
-
 struct OverlapBenchSettings {
   std::vector<std::string> models = {"small", "gpt2-124m"};
   std::string plan = "zero3";

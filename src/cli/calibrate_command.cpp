@@ -4,14 +4,14 @@
 
 #include <fmt/format.h>
 
-#include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include "core/exit_codes.hpp"
 #include "comm/mpi/mpi_communicator.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/path_checks.hpp"
 #include "train/calibration.hpp"
 
 namespace strata {
@@ -58,21 +58,8 @@ void run_calibrate(const CalibrateState& st) {
   std::string problem;
   try {
     topology = std::make_unique<Topology>(Topology::parse(st.topology, MpiRuntime::world_size()));
-    if (root) {
-      // Rank 0 writes the file: a path it cannot write is refused before anything is measured.
-      const std::filesystem::path out(st.out);
-      std::error_code ec;
-      STRATA_REQUIRE(!std::filesystem::exists(out, ec) || std::filesystem::is_regular_file(out, ec),
-                     "--out '{}' exists and is not a regular file", st.out);
-      const std::filesystem::path dir = out.has_parent_path() ? out.parent_path() : std::filesystem::path(".");
-      STRATA_REQUIRE(std::filesystem::is_directory(dir, ec), "--out '{}': the directory '{}' does not exist", st.out,
-                     dir.string());
-      std::ofstream probe(st.out + ".partial", std::ios::trunc);
-      const bool writable = probe.good();
-      probe.close();
-      std::filesystem::remove(st.out + ".partial", ec);
-      STRATA_REQUIRE(writable, "--out '{}': cannot write in the directory '{}'", st.out, dir.string());
-    }
+    // Rank 0 writes the file: a path it cannot write is refused before anything is measured.
+    if (root) require_output_file(st.out, "--out", {});
   } catch (const Error& e) {
     problem = e.what();
   }
@@ -89,14 +76,7 @@ void run_calibrate(const CalibrateState& st) {
     throw AgreedExit{kExitUsage};
   }
   if (!root) return;
-  const std::string partial = st.out + ".partial";
-  {
-    std::ofstream file(partial, std::ios::trunc);
-    file << "# " << c.cluster.description << "\n" << c.cluster.to_toml();
-    file.flush();
-    STRATA_REQUIRE(file.good(), "writing the cluster file '{}' failed", partial);
-  }
-  std::filesystem::rename(partial, st.out);
+  write_file_atomically(st.out, "# " + c.cluster.description + "\n" + c.cluster.to_toml());
   print_calibration(c, st.out);
 }
 

@@ -24,8 +24,6 @@ struct PlanState {
   int top = 5;
 };
 
-double gb(std::uint64_t bytes) { return static_cast<double>(bytes) / 1e9; }
-
 void run_plan(const PlanState& st) {
   const ClusterModel cluster = ClusterModel::load(st.flags.cluster);
   STRATA_REQUIRE(st.nodes >= 1, "--nodes must be at least 1 (got {})", st.nodes);

@@ -6,11 +6,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 #include <memory>
 
 #include "cli/simulation_options.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/path_checks.hpp"
 
 namespace strata {
 
@@ -33,17 +34,12 @@ struct Row {
   double tokens_per_device_second = 0.0;
 };
 
-double gb(std::uint64_t bytes) { return static_cast<double>(bytes) / 1e9; }
-
 void run_simulate(const SimulateState& st) {
   const ClusterModel cluster = ClusterModel::load(st.flags.cluster);
   const std::vector<int> node_counts = parse_int_list(st.nodes, "--nodes");
   const std::vector<std::string> plans = split_plan_list(st.plans);
   STRATA_REQUIRE(st.prefetch >= 0 && st.prefetch <= 64, "--prefetch must be between 0 and 64 (got {})", st.prefetch);
-  if (!st.timeline.empty()) {
-    std::ofstream probe(st.timeline, std::ios::app);
-    STRATA_REQUIRE(probe.good(), "cannot write the timeline to '{}'", st.timeline);
-  }
+  if (!st.timeline.empty()) require_output_file(st.timeline, "--timeline", {st.flags.cluster});
   fmt::print("{}\n", describe_cluster(cluster));
   {
     const SimulationInputs first = simulation_inputs(st.flags, cluster, cluster.ranks_per_node() * node_counts.front());
@@ -119,9 +115,7 @@ void run_simulate(const SimulateState& st) {
     fmt::print("\n");
   }
   if (!st.timeline.empty()) {
-    std::ofstream out(st.timeline, std::ios::trunc);
-    out << chrome_trace(std::move(events)).dump() << '\n';
-    STRATA_REQUIRE(out.good(), "writing the timeline to '{}' failed", st.timeline);
+    write_file_atomically(st.timeline, chrome_trace(std::move(events)).dump() + "\n");
     fmt::print("\ntimeline: {} (one process per plan and node count; open in chrome://tracing or Perfetto)\n", st.timeline);
   }
 }

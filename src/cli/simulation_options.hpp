@@ -40,6 +40,9 @@ std::vector<std::string> split_plan_list(const std::string& text);
 std::string describe_cluster(const ClusterModel& cluster);
 std::string describe_model(const SimulationInputs& in, int ranks);
 
+// Bytes as decimal gigabytes, the unit of the tables.
+inline double gb(std::uint64_t bytes) { return static_cast<double>(bytes) / 1e9; }
+
 // Runs a command's body on rank 0 (the others wait), turning a strata::Error into the usage
 // exit with the sentence on stderr.
 void run_single_process(const std::function<void()>& body);

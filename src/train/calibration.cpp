@@ -144,33 +144,6 @@ double time_level(Communicator& comm, int level, std::size_t piece, int repeats)
   return 0.5 * (time_collective(comm, level, piece, repeats, false) + time_collective(comm, level, piece, repeats, true));
 }
 
-// Median wall time of `steps` training steps of the engine (after one to warm up), a barrier
-// around each so the slowest rank's time is what counts, as in a run.
-double median_step_seconds(ShardedEngine& engine, Communicator& comm, const GptConfig& config, std::size_t tokens,
-                           int steps, int grad_accum) {
-  const std::size_t n = tokens;
-  std::vector<std::int32_t> in(n), tgt(n);
-  std::uint64_t state = static_cast<std::uint64_t>(comm.rank()) * 7919 + 1;
-  auto next = [&]() {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return static_cast<std::int32_t>((state >> 33) % static_cast<std::uint64_t>(config.vocab_size));
-  };
-  auto fill = [&](int, std::span<std::int32_t> a, std::span<std::int32_t> b) {
-    for (auto& x : a) x = next();
-    for (auto& x : b) x = next();
-  };
-  const StepRecipe recipe{LrSchedule{1e-4, 0, steps + 1, 1.0}, AdamWHyper{}, 1.0, grad_accum};
-  std::vector<double> samples;
-  for (int step = 0; step < steps + 1; ++step) {
-    comm.barrier();
-    Stopwatch w;
-    train_step(engine, recipe, step, fill, in, tgt);
-    comm.barrier();
-    if (step > 0) samples.push_back(w.seconds());
-  }
-  return mean_over_ranks(comm, median(samples));
-}
-
 // The one fitted figure: the device efficiency that makes the simulated step of a reference run
 // (plan ddp, 2 micro-batches: compute, then one all-reduce per unit) equal its measured step.
 // On a host whose ranks share cores it absorbs what the stage timings miss (ranks drifting apart
@@ -183,7 +156,8 @@ void fit_efficiency(Communicator& comm, const CalibrationSettings& s, const GptC
   o.weight_dtype = o.grad_dtype = DType::kF32;
   o.grad_accum = accum;
   ShardedEngine engine(config, s.batch, seq_len, 1, comm, o);
-  out.reference_measured_seconds = median_step_seconds(engine, comm, config, static_cast<std::size_t>(s.batch) * static_cast<std::size_t>(seq_len), s.repeats, accum);
+  out.reference_measured_seconds =
+      mean_over_ranks(comm, median_step_seconds(engine, comm, config.vocab_size, s.batch, seq_len, accum, s.repeats, 1));
   SimulationInputs in;
   in.model = config;
   in.plan = o.plan;

@@ -4,9 +4,9 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
-#include <filesystem>
 
 #include "core/error.hpp"
+#include "core/path_checks.hpp"
 #include "train/checkpoint.hpp"
 
 namespace strata {
@@ -63,9 +63,7 @@ std::vector<ExportTensor> exported_tensors(const CheckpointReader& reader) {
 }
 
 void export_safetensors(const CheckpointReader& reader, const std::string& out) {
-  std::error_code ec;
-  STRATA_REQUIRE(!std::filesystem::exists(out, ec) || std::filesystem::is_regular_file(out, ec),
-                 "--out '{}' exists and is not a regular file; it is never replaced", out);
+  require_output_file(out, "--out", {reader.dir()});
   const GptConfig& m = reader.model();
   write_safetensors(out, exported_tensors(reader),
                     {{"format", "pt"},

@@ -2,7 +2,12 @@
 #include "train/train_step.hpp"
 
 #include <cmath>
+#include <vector>
 
+#include "comm/communicator.hpp"
+#include "core/median.hpp"
+#include "core/rng.hpp"
+#include "core/stopwatch.hpp"
 #include "optim/grad_norm.hpp"
 
 namespace strata {
@@ -24,6 +29,27 @@ StepOutcome train_step(TrainingEngine& engine, const StepRecipe& recipe, int ste
   }
   engine.optimizer_step(recipe.hyper, outcome.lr, step + 1, clip_coefficient(outcome.grad_norm, recipe.grad_clip));
   return outcome;
+}
+
+double median_step_seconds(TrainingEngine& engine, Communicator& comm, int vocab, int batch, int seq_len, int grad_accum,
+                           int steps, int warmup) {
+  const std::size_t n = static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq_len);
+  std::vector<std::int32_t> in(n), tgt(n);
+  Rng rng(static_cast<std::uint64_t>(comm.rank()) + 1);
+  const StepRecipe recipe{LrSchedule{1e-4, 0, steps + warmup, 1.0}, AdamWHyper{}, 1.0, grad_accum};
+  auto fill = [&](int, std::span<std::int32_t> a, std::span<std::int32_t> b) {
+    for (auto& x : a) x = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(vocab)));
+    for (auto& x : b) x = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(vocab)));
+  };
+  std::vector<double> seconds;
+  for (int step = 0; step < warmup + steps; ++step) {
+    comm.barrier();
+    Stopwatch watch;
+    train_step(engine, recipe, step, fill, in, tgt);
+    comm.barrier();
+    if (step >= warmup) seconds.push_back(watch.seconds());
+  }
+  return median(seconds);
 }
 
 }  // namespace strata

@@ -36,4 +36,11 @@ using MicroBatchSource =
 StepOutcome train_step(TrainingEngine& engine, const StepRecipe& recipe, int step, const MicroBatchSource& fill,
                        std::span<std::int32_t> inputs, std::span<std::int32_t> targets);
 
+class Communicator;
+// Trains warmup + steps steps on random tokens (seeded by rank), a barrier around each so the
+// slowest rank's time is what counts, and returns the median seconds of the measured steps on
+// this rank. Collective. What benchmarks and calibration time a step with.
+double median_step_seconds(TrainingEngine& engine, Communicator& comm, int vocab, int batch, int seq_len, int grad_accum,
+                           int steps, int warmup);
+
 }  // namespace strata

@@ -65,5 +65,5 @@ check usage "rank 1 was started with other settings than rank 0: \[optimizer\] '
   "${MPIRUN[@]}" 1 $S train --topology gcd:2 --plan zero3 --steps 5 "${quiet[@]}" : -np 1 $S train --topology gcd:2 --plan zero3 --steps 9 "${quiet[@]}"
 check usage "unknown cluster 'nowhere'" $S simulate --cluster nowhere
 check usage "checkpoint 'data.txt' is not a directory" $S inspect data.txt
-check usage "--out 'adir' exists and is not a regular file" $S export good --out adir
+check usage "--out 'adir' is a directory; an output is a regular file, and this one is not replaced" $S export good --out adir
 echo "ok: $n bad inputs, each refused with its sentence; no hang, no partial file, inputs unchanged"
