@@ -7,33 +7,24 @@
 #include <exception>
 
 #include "comm/mpi/mpi_check.hpp"
-#include "comm/mpi/mpi_watchdog.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
-#include "core/bf16.hpp"
+#include "comm/mpi/mpi_watchdog.hpp"
+#include "comm/mpi/ring_reduce_scatter.hpp"
 #include "core/error.hpp"
 
 namespace strata {
 
 namespace {
 
-extern "C" void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
-  const auto* a = static_cast<const bf16*>(in);
-  auto* b = static_cast<bf16*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = to_bf16(from_bf16(a[i]) + from_bf16(b[i]));
-}
-
 int checked_count(std::size_t count, std::string_view what) {
   STRATA_REQUIRE(count <= static_cast<std::size_t>(INT_MAX), "{}: {} elements exceed MPI's int count", what, count);
   return static_cast<int>(count);
 }
 
+// One non-blocking MPI call.
 class MpiRequest final : public CommRequest {
  public:
-  MpiRequest(MPI_Request request, TrafficMeter& meter, TrafficPhase phase, int level, std::uint64_t bytes,
-             const char* what)
-      : request_(request), meter_(meter), phase_(phase), level_(level), bytes_(bytes), what_(what),
-        start_(MPI_Wtime()) {}
-  // Copies would wait on (and meter) one request twice.
+  MpiRequest(MPI_Request request, const char* what) : request_(request), what_(what) {}
   MpiRequest(const MpiRequest&) = delete;
   MpiRequest& operator=(const MpiRequest&) = delete;
   ~MpiRequest() override {
@@ -49,6 +40,35 @@ class MpiRequest final : public CommRequest {
     if (request_ == MPI_REQUEST_NULL) return;
     const MpiWatch watch("MPI_Wait");
     mpi_check(MPI_Wait(&request_, MPI_STATUS_IGNORE), what_);
+  }
+
+ private:
+  MPI_Request request_;
+  const char* what_;
+};
+
+// Meters a started collective once, when it completes, under the phase it was started in.
+class MeteredRequest final : public CommRequest {
+ public:
+  MeteredRequest(std::unique_ptr<CommRequest> inner, TrafficMeter& meter, int level, std::uint64_t bytes)
+      : inner_(std::move(inner)), meter_(meter), phase_(meter.phase()), level_(level), bytes_(bytes),
+        start_(MPI_Wtime()) {}
+  // Copies would meter one collective twice.
+  MeteredRequest(const MeteredRequest&) = delete;
+  MeteredRequest& operator=(const MeteredRequest&) = delete;
+  ~MeteredRequest() override {
+    if (inner_ && std::uncaught_exceptions() == 0) {
+      try {
+        wait();
+      } catch (const Error& e) {
+        MpiRuntime::abort(e.what(), 1);
+      }
+    }
+  }
+  void wait() override {
+    if (!inner_) return;
+    inner_->wait();
+    inner_.reset();
     const TrafficPhase now = meter_.phase();
     meter_.set_phase(phase_);
     meter_.record(level_, bytes_, bytes_, MPI_Wtime() - start_);
@@ -56,12 +76,11 @@ class MpiRequest final : public CommRequest {
   }
 
  private:
-  MPI_Request request_;
+  std::unique_ptr<CommRequest> inner_;
   TrafficMeter& meter_;
   TrafficPhase phase_;
   int level_;
   std::uint64_t bytes_;
-  const char* what_;
   double start_;
 };
 
@@ -91,9 +110,6 @@ MpiCommunicator::MpiCommunicator(Topology topology)
   mpi_check(MPI_Type_contiguous(2, MPI_BYTE, &type), "MPI_Type_contiguous");
   bf16_type_ = MpiDatatype(type);
   mpi_check(MPI_Type_commit(bf16_type_.inout()), "MPI_Type_commit");
-  MPI_Op op = MPI_OP_NULL;
-  mpi_check(MPI_Op_create(&bf16_sum, 1, &op), "MPI_Op_create");
-  bf16_sum_ = MpiOp(op);
 }
 
 bool MpiCommunicator::allows_comm_thread() const { return MpiRuntime::allows_comm_thread(); }
@@ -114,11 +130,6 @@ std::uint64_t MpiCommunicator::peer_volume(std::size_t count, DType type, int le
   return (topology_.level(level).fanout - 1ULL) * count * dtype_size(type);
 }
 
-MPI_Op MpiCommunicator::sum_op(DType type) const {
-  STRATA_CHECK(type != DType::kU8, "a sum of raw bytes (quantized blobs are summed after decoding)");
-  return type == DType::kBF16 ? bf16_sum_.get() : MPI_SUM;
-}
-
 void MpiCommunicator::all_gather(void* buffer, std::size_t count, DType type, int level) {
   const double start = MPI_Wtime();
   const MpiWatch watch("MPI_Allgather");
@@ -135,28 +146,22 @@ std::unique_ptr<CommRequest> MpiCommunicator::start_all_gather(void* buffer, std
   mpi_check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, checked_count(count, "all-gather"),
                            mpi_type(type), level_comm(level), &request),
             "MPI_Iallgather");
-  const std::uint64_t bytes = peer_volume(count, type, level);
-  return std::make_unique<MpiRequest>(request, meter_, meter_.phase(), level, bytes, "MPI_Wait (all-gather)");
+  return std::make_unique<MeteredRequest>(std::make_unique<MpiRequest>(request, "MPI_Wait (all-gather)"), meter_,
+                                          level, peer_volume(count, type, level));
 }
 
 void MpiCommunicator::reduce_scatter(const void* send, void* recv, std::size_t count, DType type, int level) {
-  const double start = MPI_Wtime();
-  const MpiWatch watch("MPI_Reduce_scatter_block");
-  mpi_check(MPI_Reduce_scatter_block(send, recv, checked_count(count, "reduce-scatter"), mpi_type(type),
-                                     sum_op(type), level_comm(level)),
-            "MPI_Reduce_scatter_block");
-  const std::uint64_t bytes = peer_volume(count, type, level);
-  meter_.record(level, bytes, bytes, MPI_Wtime() - start);
+  start_reduce_scatter(send, recv, count, type, level)->wait();
 }
 
+// A ring on the level's communicator rather than MPI_(I)reduce_scatter_block: see
+// ring_reduce_scatter.hpp for why; it moves exactly the volume the meter counts.
 std::unique_ptr<CommRequest> MpiCommunicator::start_reduce_scatter(const void* send, void* recv, std::size_t count,
                                                                    DType type, int level) {
-  MPI_Request request = MPI_REQUEST_NULL;
-  mpi_check(MPI_Ireduce_scatter_block(send, recv, checked_count(count, "reduce-scatter"), mpi_type(type),
-                                      sum_op(type), level_comm(level), &request),
-            "MPI_Ireduce_scatter_block");
-  const std::uint64_t bytes = peer_volume(count, type, level);
-  return std::make_unique<MpiRequest>(request, meter_, meter_.phase(), level, bytes, "MPI_Wait (reduce-scatter)");
+  STRATA_CHECK(type != DType::kU8, "a sum of raw bytes (quantized blobs are summed after decoding)");
+  auto ring = start_ring_reduce_scatter(level_comm(level), send, recv, count, type, mpi_type(type),
+                                        "ring reduce-scatter (MPI_Isend/MPI_Irecv)");
+  return std::make_unique<MeteredRequest>(std::move(ring), meter_, level, peer_volume(count, type, level));
 }
 
 void MpiCommunicator::all_to_all(const void* send, void* recv, std::size_t count, DType type, int level) {
@@ -174,8 +179,8 @@ std::unique_ptr<CommRequest> MpiCommunicator::start_all_to_all(const void* send,
   const int n = checked_count(count, "all-to-all");
   mpi_check(MPI_Ialltoall(send, n, mpi_type(type), recv, n, mpi_type(type), level_comm(level), &request),
             "MPI_Ialltoall");
-  const std::uint64_t bytes = peer_volume(count, type, level);
-  return std::make_unique<MpiRequest>(request, meter_, meter_.phase(), level, bytes, "MPI_Wait (all-to-all)");
+  return std::make_unique<MeteredRequest>(std::make_unique<MpiRequest>(request, "MPI_Wait (all-to-all)"), meter_,
+                                          level, peer_volume(count, type, level));
 }
 
 void MpiCommunicator::broadcast(void* buffer, std::size_t count, DType type, int root_coordinate, int level) {

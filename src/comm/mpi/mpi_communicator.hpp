@@ -41,7 +41,6 @@ class MpiCommunicator final : public Communicator {
 
  private:
   MPI_Datatype mpi_type(DType type) const;
-  MPI_Op sum_op(DType type) const;
   std::uint64_t peer_volume(std::size_t count, DType type, int level) const;
   MPI_Comm level_comm(int level) const { return level_comms_.at(static_cast<std::size_t>(level)).get(); }
 
@@ -51,7 +50,6 @@ class MpiCommunicator final : public Communicator {
   std::vector<MpiComm> level_comms_;
   std::map<std::pair<int, int>, MpiComm> range_comms_;
   MpiDatatype bf16_type_;
-  MpiOp bf16_sum_;
 };
 
 }  // namespace strata

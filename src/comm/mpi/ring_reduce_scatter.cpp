@@ -1,0 +1,135 @@
+// The ring reduce-scatter: rounds of MPI_Isend/MPI_Irecv with a local sum between them.
+#include "comm/mpi/ring_reduce_scatter.hpp"
+
+#include <climits>
+#include <cstring>
+#include <exception>
+#include <vector>
+
+#include "comm/mpi/mpi_check.hpp"
+#include "comm/mpi/mpi_runtime.hpp"
+#include "comm/mpi/mpi_watchdog.hpp"
+#include "core/bf16.hpp"
+#include "core/error.hpp"
+
+namespace strata {
+
+void add_elements(const void* a, const void* b, void* dst, std::size_t count, DType type) {
+  auto add = [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(a);
+    const T* y = static_cast<const T*>(b);
+    T* out = static_cast<T*>(dst);
+    for (std::size_t i = 0; i < count; ++i) out[i] = x[i] + y[i];
+  };
+  switch (type) {
+    case DType::kF32: add(float{}); return;
+    case DType::kF64: add(double{}); return;
+    case DType::kI32: add(std::int32_t{}); return;
+    case DType::kBF16: {
+      const auto* x = static_cast<const bf16*>(a);
+      const auto* y = static_cast<const bf16*>(b);
+      auto* out = static_cast<bf16*>(dst);
+      for (std::size_t i = 0; i < count; ++i) out[i] = to_bf16(from_bf16(x[i]) + from_bf16(y[i]));
+      return;
+    }
+    case DType::kU8: break;
+  }
+  fail("a sum of {} elements (quantized blobs are summed after decoding)", dtype_name(type));
+}
+
+namespace {
+
+constexpr int kRingTag = 7301;
+
+class RingReduceScatter final : public CommRequest {
+ public:
+  RingReduceScatter(MPI_Comm comm, const void* send, void* recv, std::size_t count, DType type, MPI_Datatype mpi_type,
+                    const char* what)
+      : comm_(comm), send_(static_cast<const unsigned char*>(send)), recv_(recv), count_(count), type_(type),
+        mpi_type_(mpi_type), what_(what), piece_bytes_(count * dtype_size(type)) {
+    mpi_check(MPI_Comm_size(comm_, &size_), what_);
+    mpi_check(MPI_Comm_rank(comm_, &position_), what_);
+    STRATA_REQUIRE(count_ <= static_cast<std::size_t>(INT_MAX), "{}: {} elements exceed MPI's int count", what_,
+                   count_);
+    const auto* r = static_cast<const unsigned char*>(recv);
+    STRATA_CHECK(r + piece_bytes_ <= send_ || r >= send_ + piece_bytes_ * static_cast<std::size_t>(size_),
+                 "the reduce-scatter result lies inside its input");
+    if (size_ == 1) {
+      std::memcpy(recv_, send_, piece_bytes_);
+      return;
+    }
+    partial_[0].resize(piece_bytes_);
+    partial_[1].resize(piece_bytes_);
+    post(1);
+  }
+  RingReduceScatter(const RingReduceScatter&) = delete;
+  RingReduceScatter& operator=(const RingReduceScatter&) = delete;
+  ~RingReduceScatter() override {
+    // Unwinding: the job is about to abort, and more rounds could hang on peers elsewhere.
+    if (round_ > 0 && std::uncaught_exceptions() == 0) {
+      try {
+        wait();
+      } catch (const Error& e) {
+        MpiRuntime::abort(e.what(), 1);
+      }
+    }
+  }
+
+  void wait() override {
+    while (round_ > 0) {
+      {
+        const MpiWatch watch("MPI_Waitall (ring reduce-scatter)");
+        mpi_check(MPI_Waitall(2, requests_, MPI_STATUSES_IGNORE), what_);
+      }
+      const int k = round_;
+      unsigned char* received = partial_[k & 1].data();
+      // The received partial is of piece c - k - 1; this rank adds its own contribution.
+      const unsigned char* own = piece(position_ - k - 1);
+      if (k == size_ - 1) {
+        add_elements(received, own, recv_, count_, type_);
+        round_ = 0;
+      } else {
+        add_elements(received, own, received, count_, type_);
+        post(k + 1);
+      }
+    }
+  }
+
+ private:
+  const unsigned char* piece(int index) const {
+    const int i = ((index % size_) + size_) % size_;
+    return send_ + static_cast<std::size_t>(i) * piece_bytes_;
+  }
+
+  void post(int k) {
+    round_ = k;
+    const void* outgoing = k == 1 ? piece(position_ - 1) : partial_[(k - 1) & 1].data();
+    const int right = (position_ + 1) % size_, left = (position_ + size_ - 1) % size_;
+    const int n = static_cast<int>(count_);
+    mpi_check(MPI_Irecv(partial_[k & 1].data(), n, mpi_type_, left, kRingTag, comm_, &requests_[0]), what_);
+    mpi_check(MPI_Isend(outgoing, n, mpi_type_, right, kRingTag, comm_, &requests_[1]), what_);
+  }
+
+  MPI_Comm comm_;
+  const unsigned char* send_;
+  void* recv_;
+  std::size_t count_;
+  DType type_;
+  MPI_Datatype mpi_type_;
+  const char* what_;
+  std::size_t piece_bytes_;
+  int size_ = 1, position_ = 0;
+  int round_ = 0;  // the round in flight; 0: done
+  std::vector<unsigned char> partial_[2];
+  MPI_Request requests_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+};
+
+}  // namespace
+
+std::unique_ptr<CommRequest> start_ring_reduce_scatter(MPI_Comm comm, const void* send, void* recv, std::size_t count,
+                                                       DType type, MPI_Datatype mpi_type, const char* what) {
+  return std::make_unique<RingReduceScatter>(comm, send, recv, count, type, mpi_type, what);
+}
+
+}  // namespace strata
