@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <vector>
+
 namespace strata {
 
 namespace {
@@ -123,6 +125,47 @@ std::string format_plan_report(const nlohmann::json& r) {
                      r["control"]["schedule_calls_per_step"].get<std::uint64_t>(),
                      r["control"]["measured_calls"].get<std::uint64_t>(), human(r["control"]["measured_bytes"].get<double>()));
   return out;
+}
+
+nlohmann::json job_traffic_totals(ShardedEngine& engine) {
+  Communicator& comm = engine.communicator();
+  const Topology& t = comm.topology();
+  const TrafficMeter& meter = comm.meter();
+  const int levels = t.level_count(), outer = levels - 1;
+  const int nodes = t.level(outer).fanout;
+  // [level: sent, received, calls] [node: sent, received] [control bytes]
+  std::vector<double> sums(static_cast<std::size_t>(3 * levels + 2 * nodes + 1), 0.0);
+  for (int l = 0; l < levels; ++l) {
+    const LevelTraffic x = meter.at(l);
+    sums[static_cast<std::size_t>(3 * l)] = static_cast<double>(x.bytes_sent);
+    sums[static_cast<std::size_t>(3 * l + 1)] = static_cast<double>(x.bytes_received);
+    sums[static_cast<std::size_t>(3 * l + 2)] = static_cast<double>(x.calls);
+  }
+  const LevelTraffic mine = meter.at(outer);
+  const auto node_slot = static_cast<std::size_t>(3 * levels + 2 * t.coordinate(comm.rank(), outer));
+  sums[node_slot] = static_cast<double>(mine.bytes_sent);
+  sums[node_slot + 1] = static_cast<double>(mine.bytes_received);
+  sums.back() = static_cast<double>(meter.control().bytes_sent);
+  comm.all_reduce_control(sums.data(), static_cast<int>(sums.size()), 0, outer);
+
+  auto whole = [](double x) { return static_cast<std::uint64_t>(x); };
+  nlohmann::json r;
+  r["type"] = "traffic";
+  r["world_size"] = t.world_size();
+  for (int l = 0; l < levels; ++l) {
+    r["levels"].push_back({{"level", t.level(l).name},
+                           {"fanout", t.level(l).fanout},
+                           {"bytes_sent", whole(sums[static_cast<std::size_t>(3 * l)])},
+                           {"bytes_received", whole(sums[static_cast<std::size_t>(3 * l + 1)])},
+                           {"calls", whole(sums[static_cast<std::size_t>(3 * l + 2)])}});
+  }
+  for (int n = 0; n < nodes; ++n) {
+    const auto slot = static_cast<std::size_t>(3 * levels + 2 * n);
+    r["outermost_by_node"].push_back({{"node", n}, {"bytes_sent", whole(sums[slot])},
+                                      {"bytes_received", whole(sums[slot + 1])}});
+  }
+  r["control_bytes"] = whole(sums.back());
+  return r;
 }
 
 }  // namespace strata

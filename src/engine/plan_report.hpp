@@ -17,4 +17,10 @@ namespace strata {
 nlohmann::json plan_report(ShardedEngine& engine);
 std::string format_plan_report(const nlohmann::json& report);
 
+// Collective: the meters of every rank summed since the engine started: per level the bytes
+// sent and received and the calls, and for the outermost level the bytes each node's ranks sent
+// and received (node n: the ranks whose outermost coordinate is n), which is what crosses that
+// node's network link; plus the control reductions' bytes. Integers, exact below 2^53.
+nlohmann::json job_traffic_totals(ShardedEngine& engine);
+
 }  // namespace strata

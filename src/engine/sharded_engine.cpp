@@ -134,6 +134,8 @@ std::string ShardedEngine::description() const {
                      options_.prefetch, bound, options_.overlap ? "on (communication thread)" : "off");
 }
 
+nlohmann::json ShardedEngine::traffic_totals() { return job_traffic_totals(*this); }
+
 std::string ShardedEngine::report() {
   std::string out = format_plan_report(plan_report(*this));
   const OverlapStats o = overlap_stats();

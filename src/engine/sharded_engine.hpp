@@ -92,6 +92,7 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   std::string report() override;
   bool records_timeline() const override { return options_.record_timeline; }
   std::string timeline_json() const override { return timeline().dump(); }
+  nlohmann::json traffic_totals() override;
 
   // One op of the schedule, exactly as written (the OpExecutor interface). Public so that tests
   // can drive the engine through hand-made sequences.

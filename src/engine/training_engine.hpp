@@ -3,9 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
-
 #include <vector>
 
 #include "engine/checkpoint_format.hpp"
@@ -54,6 +54,9 @@ class TrainingEngine {
   // record them; engines with no collectives record nothing and say so.
   virtual bool records_timeline() const { return false; }
   virtual std::string timeline_json() const { return std::string(); }
+  // Collective: the whole job's traffic meter so far (per level, and the outermost level per
+  // node), for the metrics file; null for an engine with no collectives.
+  virtual nlohmann::json traffic_totals() { return nullptr; }
 };
 
 }  // namespace strata

@@ -290,6 +290,8 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
   // Also when no step ran (resumed at the last step): a run with another world size or plan then
   // converts the checkpoint.
   if (!summary.interrupted) save(engine, config_.steps, out);
+  // Every rank takes part; the file gets what crossed each level, and each node's link.
+  if (const nlohmann::json traffic = engine.traffic_totals(); !traffic.is_null()) metrics.write(traffic);
   std::signal(SIGINT, previous_int);
   std::signal(SIGTERM, previous_term);
 
