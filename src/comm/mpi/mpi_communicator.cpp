@@ -24,7 +24,8 @@ int checked_count(std::size_t count, std::string_view what) {
 // One non-blocking MPI call.
 class MpiRequest final : public CommRequest {
  public:
-  MpiRequest(MPI_Request request, const char* what) : request_(request), what_(what) {}
+  MpiRequest(MPI_Request request, const char* what, const char* waits_on)
+      : request_(request), what_(what), waits_on_(waits_on) {}
   MpiRequest(const MpiRequest&) = delete;
   MpiRequest& operator=(const MpiRequest&) = delete;
   ~MpiRequest() override {
@@ -38,13 +39,14 @@ class MpiRequest final : public CommRequest {
   }
   void wait() override {
     if (request_ == MPI_REQUEST_NULL) return;
-    const MpiWatch watch("MPI_Wait");
+    const MpiWatch watch("MPI_Wait", waits_on_);
     mpi_check(MPI_Wait(&request_, MPI_STATUS_IGNORE), what_);
   }
 
  private:
   MPI_Request request_;
   const char* what_;
+  const char* waits_on_;
 };
 
 // Meters a started collective once, when it completes, under the phase it was started in.
@@ -97,6 +99,7 @@ MpiCommunicator::MpiCommunicator(Topology topology)
     MPI_Comm comm = MPI_COMM_NULL;
     mpi_check(MPI_Comm_split(MPI_COMM_WORLD, color, topology_.coordinate(rank_, l), &comm), "MPI_Comm_split (level)");
     level_comms_.emplace_back(comm);
+    level_peers_.push_back(MpiRuntime::other_hosts(topology_.levels_group(rank_, l, l).ranks));
   }
   for (int first = 0; first < topology_.level_count(); ++first) {
     for (int last = first; last < topology_.level_count(); ++last) {
@@ -104,6 +107,7 @@ MpiCommunicator::MpiCommunicator(Topology topology)
       MPI_Comm comm = MPI_COMM_NULL;
       mpi_check(MPI_Comm_split(MPI_COMM_WORLD, g.ranks.front(), rank_, &comm), "MPI_Comm_split (level range)");
       range_comms_.insert_or_assign({first, last}, MpiComm(comm));
+      range_peers_.insert_or_assign({first, last}, MpiRuntime::other_hosts(g.ranks));
     }
   }
   MPI_Datatype type = MPI_DATATYPE_NULL;
@@ -132,7 +136,7 @@ std::uint64_t MpiCommunicator::peer_volume(std::size_t count, DType type, int le
 
 void MpiCommunicator::all_gather(void* buffer, std::size_t count, DType type, int level) {
   const double start = MPI_Wtime();
-  const MpiWatch watch("MPI_Allgather");
+  const MpiWatch watch("MPI_Allgather", peers(level));
   mpi_check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, checked_count(count, "all-gather"),
                           mpi_type(type), level_comm(level)),
             "MPI_Allgather");
@@ -146,7 +150,7 @@ std::unique_ptr<CommRequest> MpiCommunicator::start_all_gather(void* buffer, std
   mpi_check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, checked_count(count, "all-gather"),
                            mpi_type(type), level_comm(level), &request),
             "MPI_Iallgather");
-  return std::make_unique<MeteredRequest>(std::make_unique<MpiRequest>(request, "MPI_Wait (all-gather)"), meter_,
+  return std::make_unique<MeteredRequest>(std::make_unique<MpiRequest>(request, "MPI_Wait (all-gather)", peers(level)), meter_,
                                           level, peer_volume(count, type, level));
 }
 
@@ -160,14 +164,14 @@ std::unique_ptr<CommRequest> MpiCommunicator::start_reduce_scatter(const void* s
                                                                    DType type, int level) {
   STRATA_CHECK(type != DType::kU8, "a sum of raw bytes (quantized blobs are summed after decoding)");
   auto ring = start_ring_reduce_scatter(level_comm(level), send, recv, count, type, mpi_type(type),
-                                        "ring reduce-scatter (MPI_Isend/MPI_Irecv)");
+                                        "ring reduce-scatter (MPI_Isend/MPI_Irecv)", peers(level));
   return std::make_unique<MeteredRequest>(std::move(ring), meter_, level, peer_volume(count, type, level));
 }
 
 void MpiCommunicator::all_to_all(const void* send, void* recv, std::size_t count, DType type, int level) {
   const double start = MPI_Wtime();
   const int n = checked_count(count, "all-to-all");
-  const MpiWatch watch("MPI_Alltoall");
+  const MpiWatch watch("MPI_Alltoall", peers(level));
   mpi_check(MPI_Alltoall(send, n, mpi_type(type), recv, n, mpi_type(type), level_comm(level)), "MPI_Alltoall");
   const std::uint64_t bytes = peer_volume(count, type, level);
   meter_.record(level, bytes, bytes, MPI_Wtime() - start);
@@ -179,13 +183,13 @@ std::unique_ptr<CommRequest> MpiCommunicator::start_all_to_all(const void* send,
   const int n = checked_count(count, "all-to-all");
   mpi_check(MPI_Ialltoall(send, n, mpi_type(type), recv, n, mpi_type(type), level_comm(level), &request),
             "MPI_Ialltoall");
-  return std::make_unique<MeteredRequest>(std::make_unique<MpiRequest>(request, "MPI_Wait (all-to-all)"), meter_,
+  return std::make_unique<MeteredRequest>(std::make_unique<MpiRequest>(request, "MPI_Wait (all-to-all)", peers(level)), meter_,
                                           level, peer_volume(count, type, level));
 }
 
 void MpiCommunicator::broadcast(void* buffer, std::size_t count, DType type, int root_coordinate, int level) {
   const double start = MPI_Wtime();
-  const MpiWatch watch("MPI_Bcast");
+  const MpiWatch watch("MPI_Bcast", peers(level));
   mpi_check(MPI_Bcast(buffer, checked_count(count, "broadcast"), mpi_type(type), root_coordinate, level_comm(level)),
             "MPI_Bcast");
   const std::uint64_t bytes = count * dtype_size(type);
@@ -197,7 +201,7 @@ void MpiCommunicator::all_reduce_control(double* values, int count, int first_le
   if (last_level < first_level) return;
   const double start = MPI_Wtime();
   const MPI_Comm comm = range_comms_.at({first_level, last_level}).get();
-  const MpiWatch watch("MPI_Allreduce");
+  const MpiWatch watch("MPI_Allreduce", range_peers_.at({first_level, last_level}).c_str());
   mpi_check(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce (control)");
   meter_.record_control(static_cast<std::uint64_t>(count) * sizeof(double), MPI_Wtime() - start);
 }

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -43,12 +44,16 @@ class MpiCommunicator final : public Communicator {
   MPI_Datatype mpi_type(DType type) const;
   std::uint64_t peer_volume(std::size_t count, DType type, int level) const;
   MPI_Comm level_comm(int level) const { return level_comms_.at(static_cast<std::size_t>(level)).get(); }
+  const char* peers(int level) const { return level_peers_.at(static_cast<std::size_t>(level)).c_str(); }
 
   Topology topology_;
   int rank_ = 0;
   TrafficMeter meter_;
   std::vector<MpiComm> level_comms_;
   std::map<std::pair<int, int>, MpiComm> range_comms_;
+  // Per level and per level range: the hosts of the other ranks, for the watchdog's message.
+  std::vector<std::string> level_peers_;
+  std::map<std::pair<int, int>, std::string> range_peers_;
   MpiDatatype bf16_type_;
 };
 

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <iostream>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
 #include "comm/mpi/mpi_check.hpp"
 #include "comm/mpi/mpi_watchdog.hpp"
@@ -15,6 +17,8 @@
 #include "core/error.hpp"
 
 namespace strata {
+
+std::vector<std::string> MpiRuntime::hosts_;
 
 void mpi_check(int code, std::string_view call) {
   if (code == MPI_SUCCESS) return;
@@ -47,6 +51,31 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
                  provided);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
+  gather_hosts();
+}
+
+void MpiRuntime::gather_hosts() {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  mpi_check(MPI_Get_processor_name(name, &length), "MPI_Get_processor_name");
+  const int size = world_size();
+  std::vector<char> all(static_cast<std::size_t>(size) * MPI_MAX_PROCESSOR_NAME);
+  mpi_check(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                          MPI_COMM_WORLD),
+            "MPI_Allgather (host names)");
+  hosts_.clear();
+  for (int r = 0; r < size; ++r) {
+    const char* h = all.data() + static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+    hosts_.emplace_back(h, strnlen(h, MPI_MAX_PROCESSOR_NAME));
+  }
+  const std::string& own = hosts_.at(static_cast<std::size_t>(world_rank()));
+  set_watchdog_hosts(own, describe_other_hosts(hosts_, own));
+}
+
+std::string MpiRuntime::other_hosts(const std::vector<int>& ranks) {
+  std::vector<std::string> names;
+  for (int r : ranks) names.push_back(hosts_.at(static_cast<std::size_t>(r)));
+  return describe_other_hosts(names, hosts_.at(static_cast<std::size_t>(world_rank())));
 }
 
 bool MpiRuntime::allows_comm_thread() {
@@ -136,7 +165,7 @@ void MpiRuntime::abort(const std::string& message, int code) {
     std::fprintf(stderr, "strata: error: %s\n", message.c_str());
   }
   std::fflush(stderr);
-  if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  if (size > 1) abort_mpi_job(code);
   MPI_Finalize();
   std::exit(code);
 }

@@ -6,7 +6,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <set>
 #include <thread>
+#include <unistd.h>
 
 #include "core/exit_codes.hpp"
 
@@ -23,6 +25,10 @@ std::atomic<const char*> g_call{nullptr};
 std::atomic<int> g_depth{0};
 std::atomic<std::int64_t> g_timeout_ms{0};
 std::atomic<bool> g_running{false};
+std::atomic<const char*> g_waits_on{nullptr};
+std::string g_own_host = "?", g_other_hosts;  // written once, before the thread starts
+
+constexpr int kAbortGraceSeconds = 5;
 
 void watch_loop() {
   while (g_running.load()) {
@@ -32,20 +38,24 @@ void watch_loop() {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     const char* call = g_call.load();
+    const char* peers = g_waits_on.load();
+    const std::string where = peers == nullptr ? g_other_hosts : peers;
     std::fprintf(stderr,
-                 "strata: error on rank %d: %s has not returned in %.1f s (--collective-timeout): a peer rank is "
-                 "dead, stopped or unreachable; ending the job\n",
-                 rank, call ? call : "an MPI call", static_cast<double>(timeout) / 1e3);
+                 "strata: error on rank %d (host %s): %s has not returned in %.1f s (--collective-timeout): a rank it "
+                 "waits on (%s) is dead, stopped or unreachable; ending the job\n",
+                 rank, g_own_host.c_str(), call ? call : "an MPI call", static_cast<double>(timeout) / 1e3,
+                 where.empty() ? "on this host" : ("on " + where).c_str());
     std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, kExitFailure);
+    abort_mpi_job(kExitFailure);
   }
 }
 
 }  // namespace
 
-MpiWatch::MpiWatch(const char* call) {
+MpiWatch::MpiWatch(const char* call, const char* waits_on) {
   if (g_depth.fetch_add(1) == 0) {
     g_call.store(call);
+    g_waits_on.store(waits_on);
     g_since_ms.store(now_ms());
   }
 }
@@ -64,6 +74,32 @@ void start_mpi_watchdog(double seconds) {
 void stop_mpi_watchdog() {
   g_timeout_ms.store(0);
   g_running.store(false);
+}
+
+void set_watchdog_hosts(const std::string& own_host, const std::string& other_hosts) {
+  g_own_host = own_host;
+  g_other_hosts = other_hosts;
+}
+
+std::string describe_other_hosts(const std::vector<std::string>& hosts, const std::string& own) {
+  std::set<std::string> others(hosts.begin(), hosts.end());
+  others.erase(own);
+  std::string text;
+  for (const std::string& h : others) text += (text.empty() ? "" : ", ") + h;
+  if (text.empty()) return text;
+  return (others.size() == 1 ? "host " : "hosts ") + text;
+}
+
+void abort_mpi_job(int code) {
+  std::thread([code] {
+    std::this_thread::sleep_for(std::chrono::seconds(kAbortGraceSeconds));
+    std::fprintf(stderr, "strata: MPI_Abort did not end this rank in %d s (the launcher is unreachable); exiting\n",
+                 kAbortGraceSeconds);
+    std::fflush(stderr);
+    _exit(code);
+  }).detach();
+  MPI_Abort(MPI_COMM_WORLD, code);
+  _exit(code);
 }
 
 }  // namespace strata

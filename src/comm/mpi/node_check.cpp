@@ -39,7 +39,12 @@ std::string describe_declared_nodes(const Topology& t) {
       merged |= !same_real && same_declared;
     }
   }
-  if (!split && !merged) return "";
+  if (!split && !merged) {
+    if (real_nodes == 1) return "";
+    return fmt::format("nodes: the topology's {} nodes of {} ranks are the job's {} hosts (ranks sharing memory, "
+                       "MPI_COMM_TYPE_SHARED)",
+                       declared_nodes, node_span, real_nodes);
+  }
   if (real_nodes == 1) {
     return fmt::format("note: the topology declares {} nodes of {} ranks on one host (virtual nodes: fine for "
                        "testing; bytes are still attributed to the declared levels)",

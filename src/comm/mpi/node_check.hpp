@@ -9,8 +9,9 @@
 
 namespace strata {
 
-// Collective. Empty when declared and real nodes agree; otherwise a line for the log: a note for
-// virtual nodes on one host, a warning when the declaration splits or merges real nodes.
+// Collective. A line for the log: a confirmation when the declared nodes are the real hosts (empty
+// on one host), a note for virtual nodes on one host, a warning when the declaration splits or
+// merges real nodes.
 std::string describe_declared_nodes(const Topology& topology);
 
 }  // namespace strata

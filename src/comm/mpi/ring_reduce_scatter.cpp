@@ -45,9 +45,9 @@ constexpr int kRingTag = 7301;
 class RingReduceScatter final : public CommRequest {
  public:
   RingReduceScatter(MPI_Comm comm, const void* send, void* recv, std::size_t count, DType type, MPI_Datatype mpi_type,
-                    const char* what)
+                    const char* what, const char* waits_on)
       : comm_(comm), send_(static_cast<const unsigned char*>(send)), recv_(recv), count_(count), type_(type),
-        mpi_type_(mpi_type), what_(what), piece_bytes_(count * dtype_size(type)) {
+        mpi_type_(mpi_type), what_(what), waits_on_(waits_on), piece_bytes_(count * dtype_size(type)) {
     mpi_check(MPI_Comm_size(comm_, &size_), what_);
     mpi_check(MPI_Comm_rank(comm_, &position_), what_);
     STRATA_REQUIRE(count_ <= static_cast<std::size_t>(INT_MAX), "{}: {} elements exceed MPI's int count", what_,
@@ -79,7 +79,7 @@ class RingReduceScatter final : public CommRequest {
   void wait() override {
     while (round_ > 0) {
       {
-        const MpiWatch watch("MPI_Waitall (ring reduce-scatter)");
+        const MpiWatch watch("MPI_Waitall (ring reduce-scatter)", waits_on_);
         mpi_check(MPI_Waitall(2, requests_, MPI_STATUSES_IGNORE), what_);
       }
       const int k = round_;
@@ -118,6 +118,7 @@ class RingReduceScatter final : public CommRequest {
   DType type_;
   MPI_Datatype mpi_type_;
   const char* what_;
+  const char* waits_on_;
   std::size_t piece_bytes_;
   int size_ = 1, position_ = 0;
   int round_ = 0;  // the round in flight; 0: done
@@ -128,8 +129,9 @@ class RingReduceScatter final : public CommRequest {
 }  // namespace
 
 std::unique_ptr<CommRequest> start_ring_reduce_scatter(MPI_Comm comm, const void* send, void* recv, std::size_t count,
-                                                       DType type, MPI_Datatype mpi_type, const char* what) {
-  return std::make_unique<RingReduceScatter>(comm, send, recv, count, type, mpi_type, what);
+                                                       DType type, MPI_Datatype mpi_type, const char* what,
+                                                       const char* waits_on) {
+  return std::make_unique<RingReduceScatter>(comm, send, recv, count, type, mpi_type, what, waits_on);
 }
 
 }  // namespace strata
