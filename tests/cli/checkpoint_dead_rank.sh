@@ -37,7 +37,7 @@ for signal in KILL STOP; do
   if [ "$signal" = KILL ]; then
     grep -qE "rank [0-9]+ .*(exited on signal 9|killed|Killed)" "$work/$signal.log" || { cat "$work/$signal.log"; fail "no line names the killed rank"; }
   else
-    grep -qE "error on rank [0-9]+: MPI_[A-Za-z_]+.* has not returned in 3.0 s" "$work/$signal.log" || { cat "$work/$signal.log"; fail "no watchdog sentence"; }
+    grep -qE "error on rank [0-9]+ \(host [^)]+\): MPI_[A-Za-z_]+.* has not returned in 3.0 s" "$work/$signal.log" || { cat "$work/$signal.log"; fail "no watchdog sentence"; }
   fi
   echo "ok: SIG$signal of one rank ended the job in ${took} s with exit $status"
 done

@@ -1,0 +1,15 @@
+# Shared by the virtual-cluster tests: skip (exit 77, with the reason) where namespaces cannot be
+# made, a scratch directory, a 2-host cluster made for the test and always removed, and helpers.
+# Sourced; expects STRATA (the binary) and CLUSTER (scripts/cluster).
+set -euo pipefail
+if ! why=$("$CLUSTER" check); then echo "SKIP: $why"; exit 77; fi
+work=$(mktemp -d /tmp/strata-cluster-test.XXXXXX)
+"$CLUSTER" down 2>/dev/null || true
+trap '"$CLUSTER" down 2>/dev/null || true; rm -rf "$work"' EXIT
+export OMP_NUM_THREADS=1
+fail() { echo "FAIL: $*"; exit 1; }
+# 2 hosts x 2 ranks: gpu is the level inside a host, node the link between hosts.
+on_cluster() { "$CLUSTER" run --ranks-per-host 2 --timeout "${run_timeout:-120}" -- "$STRATA" "$@" < /dev/null; }
+losses_from() { /usr/bin/python3 -c "import json,sys
+print(' '.join(repr(d['loss']) for d in map(json.loads, open(sys.argv[1])) if d.get('type')=='step'))" "$1"; }
+digests() { "$STRATA" inspect "$1" | sed -n '/^digests/,$p'; }

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# 2 hosts x 2 ranks of the tiny model across network namespaces (Open MPI over TCP between the
+# hosts, shared memory inside each) match one process on the same global batch, for zero3 and
+# hier3; the job finds that its declared nodes are the real hosts.
+# usage: cluster_parity.sh <strata> <scripts/cluster>
+STRATA=$1 CLUSTER=$2
+source "$(dirname "$0")/cluster_lib.sh"
+"$CLUSTER" up --hosts 2 --rate 1gbit
+common=(--model tiny --steps 4 --val-every 0 --log-every 1000 --lr 3e-3)
+"$STRATA" train "${common[@]}" --batch-size 8 --metrics "$work/one.jsonl" > /dev/null
+for plan in zero3 hier3; do
+  on_cluster train "${common[@]}" --topology gpu:2,node:2 --plan "$plan" --batch-size 2 \
+    --metrics "$work/$plan.jsonl" > "$work/$plan.log" 2>&1 || { cat "$work/$plan.log"; fail "$plan run failed"; }
+  grep -q "nodes: the topology's 2 nodes of 2 ranks are the job's 2 hosts" "$work/$plan.log" ||
+    { cat "$work/$plan.log"; fail "$plan: the job did not find 2 real hosts matching the node level"; }
+  /usr/bin/python3 - "$plan" "$(losses_from "$work/$plan.jsonl")" "$(losses_from "$work/one.jsonl")" <<'PY'
+import sys
+plan, got, want = sys.argv[1], [float(x) for x in sys.argv[2].split()], [float(x) for x in sys.argv[3].split()]
+assert len(got) == len(want) == 4, f"FAIL: {plan}: {len(got)} and {len(want)} steps"
+for step, (g, w) in enumerate(zip(got, want), 1):
+    rel = abs(g - w) / abs(w)
+    assert rel < 1e-5, f"FAIL: {plan} step {step}: loss {g!r} on 2 hosts vs {w!r} in one process ({rel:.1e})"
+print(f"ok: {plan} on 2 hosts x 2 ranks matches one process: {got}")
+PY
+done
