@@ -26,12 +26,18 @@ struct CalibrateState {
 
 void print_calibration(const Calibration& c, const std::string& path) {
   fmt::print("calibration: {}\n", c.cluster.description);
-  fmt::print("\n{:<16} {:>14} {:>12} {:>12}\n", "compute stage", "GFLOP per call", "ms per call", "GFLOP/s");
-  for (const StageMeasurement& m : c.stages) {
-    fmt::print("{:<16} {:>14.4g} {:>12.4g} {:>12.4g}\n", m.stage, m.flops / 1e9, m.seconds * 1e3, m.flops / m.seconds / 1e9);
+  if (c.device_source.empty()) {
+    fmt::print("\n{:<16} {:>14} {:>12} {:>12}\n", "compute stage", "GFLOP per call", "ms per call", "GFLOP/s");
+    for (const StageMeasurement& m : c.stages) {
+      fmt::print("{:<16} {:>14.4g} {:>12.4g} {:>12.4g}\n", m.stage, m.flops / 1e9, m.seconds * 1e3,
+                 m.flops / m.seconds / 1e9);
+    }
+    fmt::print("memory bandwidth (streaming add, every rank at once): {:.4g} GB/s per rank\n",
+               c.cluster.device.memory_bandwidth / 1e9);
+  } else {
+    fmt::print("\ndevice: kept from {} (efficiency {:.4g}, {:.4g} GFLOP/s peak); only the links were measured\n",
+               c.device_source, c.cluster.device.efficiency, c.cluster.device.peak_flops / 1e9);
   }
-  fmt::print("memory bandwidth (streaming add, every rank at once): {:.4g} GB/s per rank\n",
-             c.cluster.device.memory_bandwidth / 1e9);
   fmt::print("\nper level: mean of an all-gather and a reduce-scatter, small and unit-sized pieces, fitted to "
              "(f-1) latency + bytes / bandwidth\n{:<8} {:>6} {:>14} {:>14} {:>16} {:>12}\n", "level", "fanout", "small (us)", "large (ms)",
              "GB/s per rank", "latency us");
@@ -43,12 +49,14 @@ void print_calibration(const Calibration& c, const std::string& path) {
     fmt::print("{:<8} {:>6} {:>14.4g} {:>14.4g} {:>16.4g} {:>12.4g}\n", m.name, m.fanout, m.small_seconds * 1e6,
                m.large_seconds * 1e3, m.bandwidth / 1e9, m.latency * 1e6);
   }
-  fmt::print("\n{} ranks on this host, {} hardware threads: the communication thread {}\n", c.ranks_on_host,
-             c.hardware_threads,
-             c.cluster.device.overlaps_communication ? "overlaps compute" : "cannot overlap compute (no spare core)");
-  fmt::print("reference run (plan ddp, 2 micro-batches): measured {:.4g} ms/step; the stage and link figures alone "
+  if (c.device_source.empty()) {
+    fmt::print("\n{} ranks on this host, {} hardware threads: the communication thread {}\n", c.ranks_on_host,
+               c.hardware_threads,
+               c.cluster.device.overlaps_communication ? "overlaps compute" : "cannot overlap compute (no spare core)");
+    fmt::print("reference run (plan ddp, 2 micro-batches): measured {:.4g} ms/step; the stage and link figures alone "
              "simulate {:.4g} ms; fitted device efficiency {:.4g}\n",
-             c.reference_measured_seconds * 1e3, c.reference_simulated_seconds * 1e3, c.cluster.device.efficiency);
+               c.reference_measured_seconds * 1e3, c.reference_simulated_seconds * 1e3, c.cluster.device.efficiency);
+  }
   fmt::print("cluster file: {} (strata simulate --cluster {} --nodes N)\n", path, path);
 }
 
@@ -96,6 +104,9 @@ void add_calibrate_command(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--repeats", st->settings.repeats, "timed repetitions per figure (medians)")->capture_default_str();
   c->add_option("--out", st->out, "cluster file to write")->capture_default_str();
+  c->add_option("--device", st->settings.device_from,
+                "keep the device figures (stage rates, memory bandwidth, fitted efficiency) of this earlier cluster "
+                "file and measure only the links (e.g. after a network change; empty: measure everything)");
   c->callback([st]() { run_calibrate(*st); });
 }
 

@@ -195,8 +195,10 @@ Calibration calibrate(Communicator& comm, const CalibrationSettings& s) {
   Calibration out;
   out.ranks_on_host = MpiRuntime::ranks_on_this_host();
   out.hardware_threads = std::max(1u, std::thread::hardware_concurrency());
-  out.stages = stage_flops(config, s.batch, seq_len);
-  time_stages(comm, s, config, seq_len, out.stages);
+  if (s.device_from.empty()) {
+    out.stages = stage_flops(config, s.batch, seq_len);
+    time_stages(comm, s, config, seq_len, out.stages);
+  }
   ClusterModel& c = out.cluster;
   char host[256] = {};
   gethostname(host, sizeof host - 1);
@@ -204,17 +206,26 @@ Calibration calibrate(Communicator& comm, const CalibrationSettings& s) {
   c.description = fmt::format("measured by strata calibrate on {} ({} ranks, {}; {} micro-batch {} x {})", host,
                               comm.world_size(), t.to_string(), s.model, s.batch, seq_len);
   c.dtype = "f32";
-  c.device.name = fmt::format("rank on {}", host);
+  if (!s.device_from.empty()) {
+    const ClusterModel earlier = ClusterModel::load(s.device_from);
+    c.device = earlier.device;
+    c.dtype = earlier.dtype;
+    out.device_source = s.device_from;
+    c.description += fmt::format("; device from {}", s.device_from);
+  }
   double peak = 0.0;
-  for (const StageMeasurement& m : out.stages) peak = std::max(peak, m.flops / m.seconds);
-  c.device.peak_flops = peak;
-  c.device.efficiency = 1.0;
-  for (const StageMeasurement& m : out.stages) c.device.stage_efficiency[m.stage] = m.flops / m.seconds / peak;
-  c.device.memory_bandwidth = memory_bandwidth(comm, s.repeats);
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  c.device.memory_bytes = pages > 0 && page > 0 ? static_cast<double>(pages) * page / out.ranks_on_host : 0.0;
-  // A communication thread overlaps compute only with a hardware thread of its own to run on.
-  c.device.overlaps_communication = out.hardware_threads >= 2u * static_cast<unsigned>(out.ranks_on_host);
+  if (s.device_from.empty()) {
+    c.device.name = fmt::format("rank on {}", host);
+    for (const StageMeasurement& m : out.stages) peak = std::max(peak, m.flops / m.seconds);
+    c.device.peak_flops = peak;
+    c.device.efficiency = 1.0;
+    for (const StageMeasurement& m : out.stages) c.device.stage_efficiency[m.stage] = m.flops / m.seconds / peak;
+    c.device.memory_bandwidth = memory_bandwidth(comm, s.repeats);
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    c.device.memory_bytes = pages > 0 && page > 0 ? static_cast<double>(pages) * page / out.ranks_on_host : 0.0;
+    // A communication thread overlaps compute only with a hardware thread of its own to run on.
+    c.device.overlaps_communication = out.hardware_threads >= 2u * static_cast<unsigned>(out.ranks_on_host);
+  }
   std::size_t largest_unit_bytes = 0;
   for (const UnitLayout& u : ModelLayout(config).units()) largest_unit_bytes = std::max(largest_unit_bytes, u.numel * sizeof(float));
   for (int l = 0; l < t.level_count(); ++l) {
@@ -242,7 +253,7 @@ Calibration calibrate(Communicator& comm, const CalibrationSettings& s) {
     out.levels.push_back(m);
     c.levels.push_back(link);
   }
-  fit_efficiency(comm, s, config, seq_len, out);
+  if (s.device_from.empty()) fit_efficiency(comm, s, config, seq_len, out);
   return out;
 }
 

@@ -18,6 +18,10 @@ struct CalibrationSettings {
   int repeats = 5;
   std::size_t large_piece_bytes = 1u << 20;  // per rank, for the bandwidth fit (at least; a unit's piece when larger)
   std::size_t small_piece_bytes = 64;        // per rank, for the latency fit
+  // A cluster file whose device (stage rates, memory bandwidth, fitted efficiency, overlap) is
+  // kept: only the links are measured. The device is a property of the hosts, best fitted where
+  // the links do not dominate the reference step; the links change with the network.
+  std::string device_from;
 };
 
 struct LevelMeasurement {
@@ -42,6 +46,7 @@ struct Calibration {
   // the micro-benchmarked figures alone (efficiency 1) simulated for it.
   double reference_measured_seconds = 0.0;
   double reference_simulated_seconds = 0.0;
+  std::string device_source;  // non-empty: the device came from this file, nothing was fitted
   int ranks_on_host = 1;
   unsigned hardware_threads = 1;
 };
