@@ -1,4 +1,5 @@
-"""Prints scripts/bench's tables from its JSON-lines results (build/bench-results.jsonl)."""
+"""Prints scripts/bench's tables from its JSON-lines results (build/bench-results.jsonl); with a second
+argument, also plots the virtual-cluster sweep to PREFIX.svg and PREFIX.png with gnuplot."""
 import json
 import sys
 
@@ -146,6 +147,12 @@ def quant(rows):
               f"{r['quantize_of_memcpy']:>8.0%} | {r['dequantize_gb_per_s']:>10.2f} | {r['rms_rel_error']:>13.5f}")
 
 
+def print_ratio_summary(ratios, bound, what):
+    worst = max(ratios, key=lambda x: abs(x - 1))
+    print(f"worst ratio {worst:.3f}; {sum(abs(x - 1) <= bound for x in ratios)} of {len(ratios)} {what} within "
+          f"{bound:.0%}")
+
+
 def simulate(rows):
     runs = [r for r in rows if r["bench"] == "simulate"]
     if not runs:
@@ -163,8 +170,79 @@ def simulate(rows):
         ratios.append(ratio)
         print(f"{r['plan']:<{width}} {r['median_ms']:>12.1f} {r['simulated_ms']:>13.1f} {ratio:>13.3f} "
               f"{'yes' if abs(ratio - 1) <= 0.2 else 'NO':>11}")
-    worst = max(ratios, key=lambda x: abs(x - 1))
-    print(f"worst ratio {worst:.3f}; {sum(abs(x - 1) <= 0.2 for x in ratios)} of {len(ratios)} plans within 20%")
+    print_ratio_summary(ratios, 0.2, "plans")
+
+
+RATE_BITS = {"gbit": 1e9, "mbit": 1e6, "kbit": 1e3}
+
+
+def rate_bits(rate):
+    for unit, scale in RATE_BITS.items():
+        if rate.endswith(unit):
+            return float(rate[: -len(unit)]) * scale
+    raise ValueError(f"not a tc rate: {rate}")
+
+
+def cluster(rows, plot_prefix):
+    runs = [r for r in rows if r["bench"] == "cluster"]
+    if not runs:
+        return
+    first = runs[0]
+    rates = sorted({r["link_rate"] for r in runs}, key=rate_bits, reverse=True)
+    plans = list(dict.fromkeys(r["plan"] for r in runs))
+    by = {(r["link_rate"], r["plan"]): r for r in runs}
+    print(f"\nVirtual cluster (scripts/cluster): 2 hosts x {first['world_size'] // 2} ranks over TCP, topology "
+          f"{first['topology']}, {first['model']}, {first['weight_dtype']}, {first['batch_per_rank']} x "
+          f"{first['seq_len']} tokens per rank per micro-batch, {first['grad_accum']} micro-batches per step; each "
+          f"host's link shaped with tc tbf. Simulated: the run's own schedule replayed on the cluster file strata "
+          f"calibrate wrote on the virtual cluster at that rate (device fitted at {rates[0]}, links measured at each rate)")
+    width = max(len(p) for p in plans)
+    print(f"{'link':>8} {'plan':<{width}} {'measured ms':>12} {'vs zero3':>9} {'link MB/step':>13} "
+          f"{'simulated ms':>13} {'sim/measured':>13} {'within 25%':>11}")
+    ratios = []
+    for rate in rates:
+        base = by.get((rate, "zero3"))
+        for plan in plans:
+            r = by.get((rate, plan))
+            if not r:
+                continue
+            outer = r["traffic"][-1]
+            link = (outer.get("measured_step_micro_sent", 0) + outer.get("measured_step_boundary_sent", 0)) * (
+                r["world_size"] // 2) / 1e6
+            speedup = f"{base['median_ms'] / r['median_ms']:>8.2f}x" if base else f"{'-':>9}"
+            ratio = r["simulated_ms"] / r["median_ms"]
+            ratios.append(ratio)
+            print(f"{rate:>8} {plan:<{width}} {r['median_ms']:>12.1f} {speedup} {link:>13.2f} {r['simulated_ms']:>13.1f} "
+                  f"{ratio:>13.3f} {'yes' if abs(ratio - 1) <= 0.25 else 'NO':>11}")
+    print_ratio_summary(ratios, 0.25, "runs")
+    if not plot_prefix:
+        return
+    data = plot_prefix + ".dat"
+    with open(data, "w") as f:
+        f.write("# link_Mbit_per_s " + " ".join(f"measured:{p} simulated:{p}" for p in plans) + "\n")
+        for rate in sorted(rates, key=rate_bits):
+            cells = []
+            for p in plans:
+                r = by.get((rate, p))
+                cells += [f"{r['median_ms']:.1f}", f"{r['simulated_ms']:.1f}"] if r else ["NaN", "NaN"]
+            f.write(f"{rate_bits(rate) / 1e6:g} " + " ".join(cells) + "\n")
+    def label(plan):
+        return plan.replace(",quant_weights=int8,quant_grads=int4", " int8/int4")
+    curves = []
+    for i, p in enumerate(plans):
+        curves.append(f"'{data}' using 1:{2 + 2 * i} with linespoints lw 2 lc {i + 1} pt 7 title '{label(p)}'")
+        curves.append(f"'{data}' using 1:{3 + 2 * i} with linespoints dt 2 lw 1 lc {i + 1} pt 6 notitle")
+    script = "\n".join([
+        "set termoption noenhanced", "set logscale xy", "set xlabel 'inter-host link, Mbit/s (tc tbf)'",
+        "set ylabel 'ms per step'", "set format y '%g'",
+        "set title 'Step time against inter-host bandwidth: measured (filled), simulated (open, dashed)'",
+        "set key top right", "set grid",
+        "plot " + ", ".join(curves)])
+    import subprocess
+    for term, ext in (("svg size 900,560", "svg"), ("pngcairo size 900,560", "png")):
+        subprocess.run(["gnuplot"], input=f"set terminal {term}\nset output '{plot_prefix}.{ext}'\n{script}\n",
+                       text=True, check=True)
+    print(f"plot: {plot_prefix}.svg and {plot_prefix}.png (data {data})")
 
 
 def main():
@@ -174,6 +252,7 @@ def main():
     plans(rows)
     overlap(rows)
     simulate(rows)
+    cluster(rows, sys.argv[2] if len(sys.argv) > 2 else "")
 
 
 if __name__ == "__main__":
