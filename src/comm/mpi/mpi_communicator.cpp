@@ -93,6 +93,7 @@ MpiCommunicator::MpiCommunicator(Topology topology)
   STRATA_REQUIRE(topology_.world_size() == MpiRuntime::world_size(),
                  "the topology describes {} ranks but the job has {}", topology_.world_size(),
                  MpiRuntime::world_size());
+  MpiRuntime::gather_hosts();
   for (int l = 0; l < topology_.level_count(); ++l) {
     // Color: this rank with coordinate l zeroed; key: coordinate l, so comm rank == coordinate.
     const int color = rank_ - topology_.coordinate(rank_, l) * topology_.span(l - 1);

@@ -55,6 +55,7 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
 }
 
 void MpiRuntime::gather_hosts() {
+  if (!hosts_.empty()) return;
   char name[MPI_MAX_PROCESSOR_NAME] = {};
   int length = 0;
   mpi_check(MPI_Get_processor_name(name, &length), "MPI_Get_processor_name");

@@ -34,14 +34,16 @@ class MpiRuntime {
   static bool all_equal(std::uint64_t value);
   // Collective: rank 0's text on every rank.
   static std::string broadcast_from_root(const std::string& text);
-  // The hosts (MPI_Get_processor_name) of `ranks` other than this rank's, as "host a" or
-  // "hosts a, b" (empty when all share this host), for messages naming a lost peer.
+  // Collective the first time (every rank's host, MPI_Get_processor_name, gathered once; the
+  // constructor does it, and so does a communicator made where MPI was started another way).
+  static void gather_hosts();
+  // The hosts of `ranks` other than this rank's, as "host a" or "hosts a, b" (empty when all
+  // share this host), for messages naming a lost peer. After gather_hosts().
   static std::string other_hosts(const std::vector<int>& ranks);
   // Prints "strata: error[ on rank r]: message" to stderr and ends every rank with `code`.
   [[noreturn]] static void abort(const std::string& message, int code);
 
  private:
-  void gather_hosts();
   static std::vector<std::string> hosts_;  // by world rank
 };
 
