@@ -6,7 +6,7 @@
 # usage: cluster_link_down.sh <strata> <scripts/cluster>
 STRATA=$1 CLUSTER=$2
 source "$(dirname "$0")/cluster_lib.sh"
-"$CLUSTER" up --hosts 2 --rate 1gbit
+cluster_up --hosts 2 --rate 1gbit
 timeout_s=5
 run=(train --model tiny --steps 40 --batch-size 2 --topology gpu:2,node:2 --plan hier3 --val-every 0 --log-every 1000
      --metrics "" --checkpoint-every 10 --collective-timeout "$timeout_s")

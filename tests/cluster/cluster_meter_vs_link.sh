@@ -5,7 +5,7 @@
 # usage: cluster_meter_vs_link.sh <strata> <scripts/cluster>
 STRATA=$1 CLUSTER=$2
 source "$(dirname "$0")/cluster_lib.sh"
-"$CLUSTER" up --hosts 2 --rate 1gbit
+cluster_up --hosts 2 --rate 1gbit
 for plan in zero3 "hier3,quant_grads=int4"; do
   "$CLUSTER" counters > "$work/before"
   on_cluster train --model tiny --steps 6 --grad-accum 2 --batch-size 2 --dtype bf16 --val-every 0 --log-every 1000 \

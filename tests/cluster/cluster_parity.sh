@@ -5,7 +5,7 @@
 # usage: cluster_parity.sh <strata> <scripts/cluster>
 STRATA=$1 CLUSTER=$2
 source "$(dirname "$0")/cluster_lib.sh"
-"$CLUSTER" up --hosts 2 --rate 1gbit
+cluster_up --hosts 2 --rate 1gbit
 common=(--model tiny --steps 4 --val-every 0 --log-every 1000 --lr 3e-3)
 "$STRATA" train "${common[@]}" --batch-size 8 --metrics "$work/one.jsonl" > /dev/null
 for plan in zero3 hier3; do
