@@ -21,22 +21,13 @@ int checked_count(std::size_t count, std::string_view what) {
   return static_cast<int>(count);
 }
 
-// One non-blocking MPI call.
+// One non-blocking MPI call. Always owned by a MeteredRequest, which waits on it.
 class MpiRequest final : public CommRequest {
  public:
   MpiRequest(MPI_Request request, const char* what, const char* waits_on)
       : request_(request), what_(what), waits_on_(waits_on) {}
   MpiRequest(const MpiRequest&) = delete;
   MpiRequest& operator=(const MpiRequest&) = delete;
-  ~MpiRequest() override {
-    if (request_ != MPI_REQUEST_NULL && std::uncaught_exceptions() == 0) {
-      try {
-        wait();
-      } catch (const Error& e) {
-        MpiRuntime::abort(e.what(), 1);
-      }
-    }
-  }
   void wait() override {
     if (request_ == MPI_REQUEST_NULL) return;
     const MpiWatch watch("MPI_Wait", waits_on_);
@@ -49,7 +40,8 @@ class MpiRequest final : public CommRequest {
   const char* waits_on_;
 };
 
-// Meters a started collective once, when it completes, under the phase it was started in.
+// Meters a started collective once, when it completes, under the phase it was started in. The
+// one owner of a started collective: dropping it unwaited waits (or ends the job on an error).
 class MeteredRequest final : public CommRequest {
  public:
   MeteredRequest(std::unique_ptr<CommRequest> inner, TrafficMeter& meter, int level, std::uint64_t bytes)
@@ -164,7 +156,8 @@ void MpiCommunicator::reduce_scatter(const void* send, void* recv, std::size_t c
 std::unique_ptr<CommRequest> MpiCommunicator::start_reduce_scatter(const void* send, void* recv, std::size_t count,
                                                                    DType type, int level) {
   STRATA_CHECK(type != DType::kU8, "a sum of raw bytes (quantized blobs are summed after decoding)");
-  auto ring = start_ring_reduce_scatter(level_comm(level), send, recv, count, type, mpi_type(type),
+  auto ring = start_ring_reduce_scatter(level_comm(level), send, recv, checked_count(count, "reduce-scatter"), type,
+                                        mpi_type(type),
                                         "ring reduce-scatter (MPI_Isend/MPI_Irecv)", peers(level));
   return std::make_unique<MeteredRequest>(std::move(ring), meter_, level, peer_volume(count, type, level));
 }

@@ -64,7 +64,6 @@ void MpiRuntime::gather_hosts() {
   mpi_check(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
                           MPI_COMM_WORLD),
             "MPI_Allgather (host names)");
-  hosts_.clear();
   for (int r = 0; r < size; ++r) {
     const char* h = all.data() + static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME;
     hosts_.emplace_back(h, strnlen(h, MPI_MAX_PROCESSOR_NAME));

@@ -1,13 +1,10 @@
 // The ring reduce-scatter: rounds of MPI_Isend/MPI_Irecv with a local sum between them.
 #include "comm/mpi/ring_reduce_scatter.hpp"
 
-#include <climits>
 #include <cstring>
-#include <exception>
 #include <vector>
 
 #include "comm/mpi/mpi_check.hpp"
-#include "comm/mpi/mpi_runtime.hpp"
 #include "comm/mpi/mpi_watchdog.hpp"
 #include "core/bf16.hpp"
 #include "core/error.hpp"
@@ -44,14 +41,13 @@ constexpr int kRingTag = 7301;
 
 class RingReduceScatter final : public CommRequest {
  public:
-  RingReduceScatter(MPI_Comm comm, const void* send, void* recv, std::size_t count, DType type, MPI_Datatype mpi_type,
+  RingReduceScatter(MPI_Comm comm, const void* send, void* recv, int count, DType type, MPI_Datatype mpi_type,
                     const char* what, const char* waits_on)
       : comm_(comm), send_(static_cast<const unsigned char*>(send)), recv_(recv), count_(count), type_(type),
-        mpi_type_(mpi_type), what_(what), waits_on_(waits_on), piece_bytes_(count * dtype_size(type)) {
+        mpi_type_(mpi_type), what_(what), waits_on_(waits_on),
+        piece_bytes_(static_cast<std::size_t>(count) * dtype_size(type)) {
     mpi_check(MPI_Comm_size(comm_, &size_), what_);
     mpi_check(MPI_Comm_rank(comm_, &position_), what_);
-    STRATA_REQUIRE(count_ <= static_cast<std::size_t>(INT_MAX), "{}: {} elements exceed MPI's int count", what_,
-                   count_);
     const auto* r = static_cast<const unsigned char*>(recv);
     STRATA_CHECK(r + piece_bytes_ <= send_ || r >= send_ + piece_bytes_ * static_cast<std::size_t>(size_),
                  "the reduce-scatter result lies inside its input");
@@ -65,16 +61,6 @@ class RingReduceScatter final : public CommRequest {
   }
   RingReduceScatter(const RingReduceScatter&) = delete;
   RingReduceScatter& operator=(const RingReduceScatter&) = delete;
-  ~RingReduceScatter() override {
-    // Unwinding: the job is about to abort, and more rounds could hang on peers elsewhere.
-    if (round_ > 0 && std::uncaught_exceptions() == 0) {
-      try {
-        wait();
-      } catch (const Error& e) {
-        MpiRuntime::abort(e.what(), 1);
-      }
-    }
-  }
 
   void wait() override {
     while (round_ > 0) {
@@ -86,11 +72,12 @@ class RingReduceScatter final : public CommRequest {
       unsigned char* received = partial_[k & 1].data();
       // The received partial is of piece c - k - 1; this rank adds its own contribution.
       const unsigned char* own = piece(position_ - k - 1);
+      const auto n = static_cast<std::size_t>(count_);
       if (k == size_ - 1) {
-        add_elements(received, own, recv_, count_, type_);
+        add_elements(received, own, recv_, n, type_);
         round_ = 0;
       } else {
-        add_elements(received, own, received, count_, type_);
+        add_elements(received, own, received, n, type_);
         post(k + 1);
       }
     }
@@ -106,15 +93,14 @@ class RingReduceScatter final : public CommRequest {
     round_ = k;
     const void* outgoing = k == 1 ? piece(position_ - 1) : partial_[(k - 1) & 1].data();
     const int right = (position_ + 1) % size_, left = (position_ + size_ - 1) % size_;
-    const int n = static_cast<int>(count_);
-    mpi_check(MPI_Irecv(partial_[k & 1].data(), n, mpi_type_, left, kRingTag, comm_, &requests_[0]), what_);
-    mpi_check(MPI_Isend(outgoing, n, mpi_type_, right, kRingTag, comm_, &requests_[1]), what_);
+    mpi_check(MPI_Irecv(partial_[k & 1].data(), count_, mpi_type_, left, kRingTag, comm_, &requests_[0]), what_);
+    mpi_check(MPI_Isend(outgoing, count_, mpi_type_, right, kRingTag, comm_, &requests_[1]), what_);
   }
 
   MPI_Comm comm_;
   const unsigned char* send_;
   void* recv_;
-  std::size_t count_;
+  int count_;
   DType type_;
   MPI_Datatype mpi_type_;
   const char* what_;
@@ -128,7 +114,7 @@ class RingReduceScatter final : public CommRequest {
 
 }  // namespace
 
-std::unique_ptr<CommRequest> start_ring_reduce_scatter(MPI_Comm comm, const void* send, void* recv, std::size_t count,
+std::unique_ptr<CommRequest> start_ring_reduce_scatter(MPI_Comm comm, const void* send, void* recv, int count,
                                                        DType type, MPI_Datatype mpi_type, const char* what,
                                                        const char* waits_on) {
   return std::make_unique<RingReduceScatter>(comm, send, recv, count, type, mpi_type, what, waits_on);

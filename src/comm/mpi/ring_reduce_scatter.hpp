@@ -18,10 +18,10 @@ void add_elements(const void* a, const void* b, void* dst, std::size_t count, DT
 // Starts the ring on `comm` (size f, this rank's position c): `send` holds f pieces of `count`
 // elements, `recv` (not inside `send`) gets the sum of every rank's piece c. Round k sends the
 // partial sum of piece c - k to c + 1 and receives that of piece c - k - 1 from c - 1; the first
-// round is posted here, the rest when the request is waited on. `waits_on` names the peers' hosts
-// for the watchdog (see MpiWatch).
-std::unique_ptr<CommRequest> start_ring_reduce_scatter(MPI_Comm comm, const void* send, void* recv,
-                                                       std::size_t count, DType type, MPI_Datatype mpi_type,
+// round is posted here, the rest when the request is waited on, which the caller must do (its
+// destructor does not). `waits_on` names the peers' hosts for the watchdog (see MpiWatch).
+std::unique_ptr<CommRequest> start_ring_reduce_scatter(MPI_Comm comm, const void* send, void* recv, int count,
+                                                       DType type, MPI_Datatype mpi_type,
                                                        const char* what, const char* waits_on);
 
 }  // namespace strata
