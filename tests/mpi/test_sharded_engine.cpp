@@ -370,6 +370,26 @@ TEST(World8, TheTimelineRecordsEveryOpAndEveryCollective) {
   EXPECT_NEAR(comm_us * 1e-6, stats.communication_s, 1e-6 * static_cast<double>(collectives) + 1e-9);
 }
 
+// Trains `steps` steps of `tiny` with each plan, in fp32 and bf16, with 1 and 3 micro-batches, and
+// hands each engine, its communicator, the settings, the dtype and a label to `check`.
+template <class Check>
+void for_each_plan_run(const Topology& t, const std::vector<std::string>& plans, int steps, Check check) {
+  for (int accum : {1, 3}) {
+    RunSettings s;
+    s.steps = steps;
+    s.grad_accum = accum;
+    for (const auto& plan : plans) {
+      for (DType dtype : {DType::kF32, DType::kBF16}) {
+        MpiCommunicator comm(t);
+        ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
+                             options_for(plan, t, dtype, s));
+        run_sharded(engine, s);
+        check(engine, comm, s, dtype, plan + " " + std::string(dtype_name(dtype)) + " accum " + std::to_string(accum));
+      }
+    }
+  }
+}
+
 // The MPI meter counts the calls the engine made; the counting executor replays the schedule;
 // plan_formulas derives the bytes from the plan alone. All three agree to the byte, per level and
 // phase, for every preset, fp32 and bf16, 1 and 3 micro-batches. State sizes agree with the
@@ -387,58 +407,48 @@ TEST(World8, MeterEqualsTheScheduleCountAndTheFormulasExactly) {
   plans.push_back("zero3,quant_weights=int4,quant_grads=int8,quant_block=64");
   plans.push_back("zeropp,quant_backward=on");  // a quantized gather from the hpZ copy
   plans.push_back("mics,quant_grads=int4");     // a quantized all-reduce over the levels above the node
-  for (int accum : {1, 3}) {
-    RunSettings s;
-    s.steps = 2;
-    s.grad_accum = accum;
-    for (const auto& plan : plans) {
-      for (DType dtype : {DType::kF32, DType::kBF16}) {
-        MpiCommunicator comm(t);
-        ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
-                             options_for(plan, t, dtype, s));
-        run_sharded(engine, s);
-        const std::string where = plan + " " + std::string(dtype_name(dtype)) + " accum " + std::to_string(accum);
-        const ScheduleCounts& counts = engine.schedule_counts();
-        const TrafficFormula f = traffic_formula(engine.layout(), engine.plan(), t, dtype, dtype);
-        const auto steps = static_cast<std::uint64_t>(s.steps);
-        for (int l = 0; l < t.level_count(); ++l) {
-          const auto ll = static_cast<std::size_t>(l);
-          const auto micro = comm.meter().at(l, TrafficPhase::kMicroBatch);
-          const auto boundary = comm.meter().at(l, TrafficPhase::kStepBoundary);
-          const std::string at = where + " level " + t.level(l).name;
-          EXPECT_EQ(micro.bytes_sent, counts.bytes_in(TrafficPhase::kMicroBatch)[ll] * steps) << at;
-          EXPECT_EQ(micro.bytes_received, counts.bytes_in(TrafficPhase::kMicroBatch)[ll] * steps) << at;
-          EXPECT_EQ(boundary.bytes_sent, counts.bytes_in(TrafficPhase::kStepBoundary)[ll] * steps) << at;
-          EXPECT_EQ(boundary.bytes_received, counts.bytes_in(TrafficPhase::kStepBoundary)[ll] * steps) << at;
-          EXPECT_EQ(micro.calls + boundary.calls,
-                    (counts.calls[0][ll] + counts.calls[1][ll]) * steps) << at << " (calls)";
-          EXPECT_EQ(counts.bytes_in(TrafficPhase::kMicroBatch)[ll], f.micro_batch[ll] * static_cast<std::uint64_t>(accum)) << at;
-          EXPECT_EQ(counts.bytes_in(TrafficPhase::kStepBoundary)[ll], f.boundary[ll]) << at;
-        }
-        EXPECT_EQ(comm.meter().control().calls, counts.control_calls * steps) << where;
-        const MeasuredMemory m = engine.measured_memory();
-        for (const StateMemory& state : memory_formula(engine.layout(), engine.plan(), t, dtype)) {
-          if (state.state == "secondary") {
-            // Held from forward to backward: all blocks' copies are live at the end of forward.
-            EXPECT_EQ(counts.peak_by_kind[static_cast<std::size_t>(BufferKind::kSecondary)], state.bytes) << where;
-            continue;
-          }
-          const std::uint64_t measured = state.state == "weights" ? m.weights : state.state == "grads" ? m.grads : m.optimizer;
-          EXPECT_EQ(measured, state.bytes) << where << " " << state.state;
-          for (const ResidentState& r : engine.schedule().resident) {
-            if (r.state == state.state) {
-              EXPECT_EQ(r.bytes, state.bytes) << where << " " << state.state;
-            }
-          }
-        }
-        EXPECT_EQ(m.scheduled_peak, counts.peak_live_bytes) << where;
-        EXPECT_EQ(m.scheduled_peak_by_kind, counts.peak_by_kind) << where;
-        if (!engine.plan().has_secondary()) {
-          EXPECT_EQ(counts.peak_by_kind[static_cast<std::size_t>(BufferKind::kSecondary)], 0u) << where;
+  for_each_plan_run(t, plans, 2, [&](ShardedEngine& engine, MpiCommunicator& comm, const RunSettings& s, DType dtype,
+                                     const std::string& where) {
+    const int accum = s.grad_accum;
+    const ScheduleCounts& counts = engine.schedule_counts();
+    const TrafficFormula f = traffic_formula(engine.layout(), engine.plan(), t, dtype, dtype);
+    const auto steps = static_cast<std::uint64_t>(s.steps);
+    for (int l = 0; l < t.level_count(); ++l) {
+      const auto ll = static_cast<std::size_t>(l);
+      const auto micro = comm.meter().at(l, TrafficPhase::kMicroBatch);
+      const auto boundary = comm.meter().at(l, TrafficPhase::kStepBoundary);
+      const std::string at = where + " level " + t.level(l).name;
+      EXPECT_EQ(micro.bytes_sent, counts.bytes_in(TrafficPhase::kMicroBatch)[ll] * steps) << at;
+      EXPECT_EQ(micro.bytes_received, counts.bytes_in(TrafficPhase::kMicroBatch)[ll] * steps) << at;
+      EXPECT_EQ(boundary.bytes_sent, counts.bytes_in(TrafficPhase::kStepBoundary)[ll] * steps) << at;
+      EXPECT_EQ(boundary.bytes_received, counts.bytes_in(TrafficPhase::kStepBoundary)[ll] * steps) << at;
+      EXPECT_EQ(micro.calls + boundary.calls,
+                (counts.calls[0][ll] + counts.calls[1][ll]) * steps) << at << " (calls)";
+      EXPECT_EQ(counts.bytes_in(TrafficPhase::kMicroBatch)[ll], f.micro_batch[ll] * static_cast<std::uint64_t>(accum)) << at;
+      EXPECT_EQ(counts.bytes_in(TrafficPhase::kStepBoundary)[ll], f.boundary[ll]) << at;
+    }
+    EXPECT_EQ(comm.meter().control().calls, counts.control_calls * steps) << where;
+    const MeasuredMemory m = engine.measured_memory();
+    for (const StateMemory& state : memory_formula(engine.layout(), engine.plan(), t, dtype)) {
+      if (state.state == "secondary") {
+        // Held from forward to backward: all blocks' copies are live at the end of forward.
+        EXPECT_EQ(counts.peak_by_kind[static_cast<std::size_t>(BufferKind::kSecondary)], state.bytes) << where;
+        continue;
+      }
+      const std::uint64_t measured = state.state == "weights" ? m.weights : state.state == "grads" ? m.grads : m.optimizer;
+      EXPECT_EQ(measured, state.bytes) << where << " " << state.state;
+      for (const ResidentState& r : engine.schedule().resident) {
+        if (r.state == state.state) {
+          EXPECT_EQ(r.bytes, state.bytes) << where << " " << state.state;
         }
       }
     }
-  }
+    EXPECT_EQ(m.scheduled_peak, counts.peak_live_bytes) << where;
+    EXPECT_EQ(m.scheduled_peak_by_kind, counts.peak_by_kind) << where;
+    if (!engine.plan().has_secondary()) {
+      EXPECT_EQ(counts.peak_by_kind[static_cast<std::size_t>(BufferKind::kSecondary)], 0u) << where;
+    }
+  });
 }
 
 // The simulator replays the very schedule the engine executed: on a cluster model of the same
@@ -473,45 +483,34 @@ latency = 5e-6
   plans.push_back("hier3,quant_weights=int8,quant_grads=int4");
   plans.push_back("zero3,quant_weights=int4,quant_grads=int8,quant_block=64");
   plans.push_back("mics,quant_grads=int4");
-  for (int accum : {1, 3}) {
-    RunSettings s;
-    s.steps = 1;
-    s.grad_accum = accum;
-    for (const auto& plan : plans) {
-      for (DType dtype : {DType::kF32, DType::kBF16}) {
-        MpiCommunicator comm(t);
-        ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
-                             options_for(plan, t, dtype, s));
-        run_sharded(engine, s);
-        SimulationInputs in;
-        in.model = GptConfig::preset("tiny");
-        in.plan = engine.plan();
-        in.micro_batch = s.batch_per_rank;
-        in.seq_len = s.seq_len;
-        in.grad_accum = accum;
-        in.dtype = dtype;
-        in.prefetch = s.prefetch;
-        const SimulationResult sim = simulate(in, t, cluster.device);
-        const std::string where = plan + " " + std::string(dtype_name(dtype)) + " accum " + std::to_string(accum);
-        for (int l = 0; l < t.level_count(); ++l) {
-          for (TrafficPhase phase : {TrafficPhase::kMicroBatch, TrafficPhase::kStepBoundary}) {
-            EXPECT_EQ(sim.counts.bytes_in(phase)[static_cast<std::size_t>(l)], comm.meter().at(l, phase).bytes_sent)
-                << where << " level " << t.level(l).name;
-          }
-        }
-        EXPECT_GT(sim.step_seconds, 0.0) << where;
-        const MeasuredMemory m = engine.measured_memory();
-        EXPECT_EQ(sim.memory.weights, m.weights) << where;
-        EXPECT_EQ(sim.memory.grads, m.grads) << where;
-        EXPECT_EQ(sim.memory.optimizer, m.optimizer) << where;
-        EXPECT_EQ(sim.memory.scheduled_peak, m.scheduled_peak) << where;
-        const CostModel cost(t, cluster.device);
-        const SimulationResult replayed = replay_schedule(engine.schedule(), in, cost);
-        EXPECT_EQ(replayed.step_seconds, sim.step_seconds) << where;
-        EXPECT_EQ(replayed.ops, sim.ops) << where;
+  for_each_plan_run(t, plans, 1, [&](ShardedEngine& engine, MpiCommunicator& comm, const RunSettings& s, DType dtype,
+                                     const std::string& where) {
+    SimulationInputs in;
+    in.model = GptConfig::preset("tiny");
+    in.plan = engine.plan();
+    in.micro_batch = s.batch_per_rank;
+    in.seq_len = s.seq_len;
+    in.grad_accum = s.grad_accum;
+    in.dtype = dtype;
+    in.prefetch = s.prefetch;
+    const SimulationResult sim = simulate(in, t, cluster.device);
+    for (int l = 0; l < t.level_count(); ++l) {
+      for (TrafficPhase phase : {TrafficPhase::kMicroBatch, TrafficPhase::kStepBoundary}) {
+        EXPECT_EQ(sim.counts.bytes_in(phase)[static_cast<std::size_t>(l)], comm.meter().at(l, phase).bytes_sent)
+            << where << " level " << t.level(l).name;
       }
     }
-  }
+    EXPECT_GT(sim.step_seconds, 0.0) << where;
+    const MeasuredMemory m = engine.measured_memory();
+    EXPECT_EQ(sim.memory.weights, m.weights) << where;
+    EXPECT_EQ(sim.memory.grads, m.grads) << where;
+    EXPECT_EQ(sim.memory.optimizer, m.optimizer) << where;
+    EXPECT_EQ(sim.memory.scheduled_peak, m.scheduled_peak) << where;
+    const CostModel cost(t, cluster.device);
+    const SimulationResult replayed = replay_schedule(engine.schedule(), in, cost);
+    EXPECT_EQ(replayed.step_seconds, sim.step_seconds) << where;
+    EXPECT_EQ(replayed.ops, sim.ops) << where;
+  });
 }
 
 // The engine refuses to gather from a secondary copy made before the weights changed, even when
