@@ -11,7 +11,7 @@
 #include "comm/mpi/mpi_runtime.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
-#include "core/path_checks.hpp"
+#include "train/output_policy.hpp"
 #include "train/calibration.hpp"
 
 namespace strata {
@@ -22,6 +22,7 @@ struct CalibrateState {
   CalibrationSettings settings;
   std::string topology = "flat";
   std::string out = "calibrated-cluster.toml";
+  bool force = false;
 };
 
 void print_calibration(const Calibration& c, const std::string& path) {
@@ -67,7 +68,7 @@ void run_calibrate(const CalibrateState& st) {
   try {
     topology = std::make_unique<Topology>(Topology::parse(st.topology, MpiRuntime::world_size()));
     // Rank 0 writes the file: a path it cannot write is refused before anything is measured.
-    if (root) require_output_file(st.out, "--out", {});
+    if (root) require_output(st.out, "--out", calibrated_cluster_output(), {st.settings.device_from}, st.force);
   } catch (const Error& e) {
     problem = e.what();
   }
@@ -107,6 +108,9 @@ void add_calibrate_command(CLI::App& app) {
   c->add_option("--device", st->settings.device_from,
                 "keep the device figures (stage rates, memory bandwidth, fitted efficiency) of this earlier cluster "
                 "file and measure only the links (e.g. after a network change; empty: measure everything)");
+  c->add_flag("--force", st->force,
+              "replace the --out file even when it is not an earlier calibrated cluster file, the --device file or in "
+              "a checkpoint");
   c->callback([st]() { run_calibrate(*st); });
 }
 

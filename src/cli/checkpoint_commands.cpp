@@ -17,6 +17,7 @@ struct CheckpointCommandState {
   std::string path;
   std::string out;
   bool no_verify = false;
+  bool force = false;
 };
 
 }  // namespace
@@ -44,10 +45,12 @@ void add_checkpoint_commands(CLI::App& app) {
   exp->add_option("checkpoint", ex->path, "a step directory, or a checkpoint directory (its newest complete one)")
       ->required();
   exp->add_option("--out", ex->out, "the safetensors file to write")->required();
+  exp->add_flag("--force", ex->force,
+                "replace the --out file even when it is not an earlier strata export, or lies in a checkpoint");
   exp->callback([ex]() {
     run_single_process([&] {
       const CheckpointReader reader = CheckpointReader::open_any(resolve_checkpoint_path(ex->path));
-      export_safetensors(reader, ex->out);
+      export_safetensors(reader, ex->out, ex->force);
       fmt::print("exported {} (after step {}) to {}\n", reader.dir(), reader.run().completed_steps, ex->out);
     });
   });

@@ -6,6 +6,8 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
 #include "core/exit_codes.hpp"
 #include "cli/calibrate_command.hpp"
@@ -16,6 +18,26 @@
 #include "cli/train_command.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
 #include "core/error.hpp"
+
+namespace {
+
+// Flags that were renamed: their old spelling gets a sentence naming the new one.
+constexpr std::pair<std::string_view, std::string_view> kRenamedFlags[] = {
+    {"--save-every", "--checkpoint-every"},
+};
+
+void hint_renamed_flags(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    for (const auto& [old_name, new_name] : kRenamedFlags) {
+      if (arg == old_name || arg.substr(0, old_name.size() + 1) == std::string(old_name) + "=") {
+        fmt::print(stderr, "strata: {} was renamed {}\n", old_name, new_name);
+      }
+    }
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   strata::MpiRuntime mpi(&argc, &argv);
@@ -36,6 +58,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::ostringstream quiet;
     const int code = root ? app.exit(e) : app.exit(e, quiet, quiet);  // every rank parsed the same flags
+    if (root && code != 0) hint_renamed_flags(argc, argv);
     // --help and --version succeed; every bad command line is the one documented usage code.
     return code == 0 ? strata::kExitOk : strata::kExitUsage;
   } catch (const strata::AgreedExit& e) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <limits>
 #include <map>
 #include <toml++/toml.h>
@@ -13,6 +14,23 @@
 namespace strata {
 
 namespace {
+
+// CLI11 saturates an integer that does not fit (99999999999999999999 becomes 2^63 - 1): the text
+// is checked against the target's range first.
+template <class T>
+CLI::Validator fits_in() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        T value{};
+        const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (ec == std::errc::result_out_of_range) {
+          return fmt::format("{} is out of range ({} .. {})", text, std::numeric_limits<T>::min(),
+                             std::numeric_limits<T>::max());
+        }
+        return std::string();  // anything else is CLI11's conversion to judge
+      },
+      "", "integer range");
+}
 
 std::string normalise_key(std::string key) {
   std::replace(key.begin(), key.end(), '_', '-');
@@ -64,6 +82,11 @@ void register_options(CLI::App& app, const std::vector<OptionSpec>& specs) {
           using T = std::remove_pointer_t<decltype(target)>;
           if constexpr (std::is_same_v<T, bool>) {
             app.add_flag("--" + spec.name, *target, spec.help)->group(spec.group);
+          } else if constexpr (std::is_integral_v<T>) {
+            app.add_option("--" + spec.name, *target, spec.help)
+                ->check(fits_in<T>())
+                ->capture_default_str()
+                ->group(spec.group);
           } else {
             app.add_option("--" + spec.name, *target, spec.help)->capture_default_str()->group(spec.group);
           }

@@ -11,7 +11,7 @@
 #include "cli/simulation_options.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
-#include "core/path_checks.hpp"
+#include "train/output_policy.hpp"
 
 namespace strata {
 
@@ -23,6 +23,7 @@ struct SimulateState {
   std::string plans = "zero3,zeropp,hier3";
   int prefetch = 1;
   std::string timeline;
+  bool force = false;
 };
 
 struct Row {
@@ -39,7 +40,7 @@ void run_simulate(const SimulateState& st) {
   const std::vector<int> node_counts = parse_int_list(st.nodes, "--nodes");
   const std::vector<std::string> plans = split_plan_list(st.plans);
   STRATA_REQUIRE(st.prefetch >= 0 && st.prefetch <= 64, "--prefetch must be between 0 and 64 (got {})", st.prefetch);
-  if (!st.timeline.empty()) require_output_file(st.timeline, "--timeline", {st.flags.cluster});
+  if (!st.timeline.empty()) require_output(st.timeline, "--timeline", trace_output(), {st.flags.cluster}, st.force);
   fmt::print("{}\n", describe_cluster(cluster));
   {
     const SimulationInputs first = simulation_inputs(st.flags, cluster, cluster.ranks_per_node() * node_counts.front());
@@ -136,6 +137,9 @@ void add_simulate_command(CLI::App& app) {
   c->add_option("--prefetch", st->prefetch, "stages whose gathers start before the current one computes")
       ->capture_default_str()->group("executor");
   c->add_option("--timeline", st->timeline, "write the simulated timelines to this Chrome trace file")->group("output");
+  c->add_flag("--force", st->force,
+              "replace the --timeline file even when it is not an earlier Strata timeline, an input or in a checkpoint")
+      ->group("output");
   c->callback([st]() { run_single_process([&] { run_simulate(*st); }); });
 }
 

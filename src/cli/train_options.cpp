@@ -95,6 +95,10 @@ std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
       {"stop-after", "run",
        "stop, checkpointing, after N steps of this invocation; the schedule still spans --steps (0: run to the end)",
        &c.stop_after},
+      {"force", "run",
+       "let --metrics and --timeline replace a file that is not an earlier output of the same kind, an input of "
+       "the run, or a file in a checkpoint (a directory or device is never replaced)",
+       &c.force},
   };
 }
 

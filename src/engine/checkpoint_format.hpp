@@ -5,39 +5,22 @@
 // gets them from whichever chunks hold them, each verified on the way.
 #pragma once
 
-#include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint_manifest.hpp"
 #include "model/parameter_layout.hpp"
 
 namespace strata {
 
-constexpr int kCheckpointVersion = 1;
-inline constexpr const char* kCheckpointStates[] = {"master", "adam_m", "adam_v"};
-
-// A range of one state of one unit, in unit coordinates ([begin, end) within the unit's numel).
-struct CheckpointPiece {
-  std::string state;  // "master", "adam_m", "adam_v"
-  int unit = 0;
-  std::size_t begin = 0, end = 0;
-  const float* data = nullptr;  // end - begin values
-};
-
-// What travels beside the tensors.
-struct CheckpointRun {
-  int completed_steps = 0;
-  int world = 1;
-  std::string engine;    // "single-process" or "sharded"
-  std::string plan;      // the plan's --plan value ("" for one process)
-  std::string topology;  // the topology as text ("" for one process)
-  std::string weight_dtype = "f32";
-  int batch_size = 0, seq_len = 0, grad_accum = 1;
-};
-
 std::string step_directory_name(int completed_steps);  // "step-00000010"
 std::string rank_file_name(int rank);                  // "rank-00003.bin"
+// The step a directory's name says ("step-00000010" -> 10), or -1 for any other name.
+int step_of_directory_name(const std::string& dir);
+
+// Whether the file `path` lies in a checkpoint's step directory (one named step-NNNNNNNN, or
+// holding a completion marker or rank 0's shard): no other output may be written there.
+bool is_inside_checkpoint(const std::string& path);
 
 // Writes this rank's shard file and its index into `dir` (each under a temporary name, fsync'd,
 // renamed). Refuses non-finite values: a checkpoint never holds a NaN. Throws strata::Error
@@ -54,17 +37,19 @@ std::string incomplete_reason(const std::string& dir);
 
 class CheckpointReader {
  public:
-  // Refuses a directory that is not a complete checkpoint of this format and version, whose
-  // manifest does not match its marker's checksum, was written for another model shape, names a
-  // file that is missing or of the wrong size, or holds a scalar out of range.
+  // Refuses, naming the file and the field, a directory that is not a complete checkpoint of this
+  // format and version: a manifest that does not match its marker's checksum, step counts that
+  // disagree (directory name, manifest, marker), a tensor table that is not the model's, chunks
+  // that overlap, leave a gap or run past their unit, file names that are not the rank's own
+  // shard in this directory, shard headers or sizes that differ from the manifest.
   static CheckpointReader open(const std::string& dir, const ModelLayout& layout);
   // Any model shape (for inspect and export): the shape comes from the manifest.
   static CheckpointReader open_any(const std::string& dir);
 
   const std::string& dir() const { return dir_; }
-  const CheckpointRun& run() const { return run_; }
-  const nlohmann::json& manifest() const { return manifest_; }
-  const GptConfig& model() const { return model_; }
+  const CheckpointRun& run() const { return manifest_.run; }
+  const GptConfig& model() const { return manifest_.model; }
+  const std::vector<ManifestFile>& files() const { return manifest_.files; }
 
   // Values of `state` of unit `unit` on [begin, end) into out (end - begin floats; zeros past the
   // unit's numel), read from every chunk that holds part of the range; each chunk read is checked
@@ -72,13 +57,18 @@ class CheckpointReader {
   void read(const std::string& state, int unit, std::size_t begin, std::size_t end, float* out) const;
   // Every chunk of every file read and checked; one line per file ("ok" or what is wrong).
   std::vector<std::string> verify_all() const;
+  // Whether every chunk reads back; the first problem otherwise.
+  std::string damage() const;
 
  private:
+  struct ChunkRef {
+    std::uint64_t begin, end;
+    std::size_t file, chunk;
+  };
   std::string dir_;
-  nlohmann::json manifest_;
-  CheckpointRun run_;
-  GptConfig model_;
-  std::vector<std::size_t> numel_;  // per unit, of the manifest's model
+  Manifest manifest_;
+  std::vector<std::size_t> numel_;                        // per unit, of the manifest's model
+  std::vector<std::vector<ChunkRef>> chunks_by_state_unit_;  // [state * units + unit], sorted by begin
 };
 
 }  // namespace strata

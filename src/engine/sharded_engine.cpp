@@ -59,10 +59,6 @@ ShardedEngine::ShardedEngine(const GptConfig& config, int batch, int seq_len, st
                    schedule_.segments[static_cast<std::size_t>(update_segment_)].kind == SegmentKind::kBoundaryUpdate,
                "a one-step schedule is its micro-batches, the boundary reduction and the update");
 
-  if (const char* inject = std::getenv("STRATA_INJECT_FAILURE")) {
-    STRATA_REQUIRE(std::sscanf(inject, "%d:%d", &fail_rank_, &fail_step_) == 2,
-                   "STRATA_INJECT_FAILURE must read rank:step (got '{}')", inject);
-  }
   STRATA_REQUIRE(options_.prefetch >= 0 && options_.prefetch <= 64, "prefetch must be between 0 and 64 stages (got {})",
                  options_.prefetch);
   STRATA_REQUIRE(options_.inject_delay_us >= 0, "the injected delay must not be negative");
@@ -298,10 +294,10 @@ void ShardedEngine::compute(const ScheduleOp& op) {
       break;
     case ComputeStage::kBlock:
       // The last block: the next block's gather is already in flight there.
-      STRATA_REQUIRE(!(comm_.rank() == fail_rank_ && steps_run_ == fail_step_ &&
+      STRATA_REQUIRE(!(comm_.rank() == options_.fail_rank && steps_run_ == options_.fail_step &&
                        op.layer == layout().config().n_layer - 1),
-                     "injected failure (STRATA_INJECT_FAILURE={}:{}) in the backward of block {}", fail_rank_,
-                     fail_step_, op.layer);
+                     "injected failure (STRATA_INJECT_FAILURE={}:{}) in the backward of block {}", options_.fail_rank,
+                     options_.fail_step, op.layer);
       gpt_.block_backward(op.layer, weights(op.unit), grad_target(op.unit));
       break;
     case ComputeStage::kEmbedding: gpt_.embedding_backward(grad_target(emb)); break;

@@ -42,6 +42,9 @@ struct ShardedEngineOptions {
   // MPI_THREAD_SERIALIZED); off: each runs on the calling thread when its op is reached.
   bool overlap = true;
   int inject_delay_us = 0;  // > 0: a random sleep of up to this before each collective (test mode)
+  // Rank fail_rank throws in the backward of the last block at optimizer step fail_step (0-based,
+  // of this engine): a testing aid for the job-wide abort (STRATA_INJECT_FAILURE). -1: off.
+  int fail_rank = -1, fail_step = -1;
   bool record_timeline = false;  // keep every op's and every collective's span (timeline())
   int grad_accum = 1;                // micro-batches per step: the schedule holds every one
   bool validate = kValidateSchedulesByDefault;  // check the schedules when the engine is made
@@ -160,9 +163,6 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   int steps_run_ = 0;
   int micro_ = 0;          // micro-batches of this step run so far
   bool reduced_ = false;   // the boundary reduction of this step has run
-  // STRATA_INJECT_FAILURE=rank:step makes that rank throw in the backward of the last block at
-  // that optimizer step (0-based): a testing aid for the job-wide abort. -1: off.
-  int fail_rank_ = -1, fail_step_ = -1;
   double norm_ = 0.0;
 
   // Set for the duration of a forward_backward / evaluate / optimizer_step call.

@@ -58,18 +58,26 @@ double GptConfig::flops_per_token(int seq_len) const {
 }
 
 void GptConfig::validate() const {
-  STRATA_REQUIRE(n_layer >= 1, "model '{}': n_layer must be at least 1 (got {})", name, n_layer);
-  STRATA_REQUIRE(n_embd >= 1, "model '{}': n_embd must be at least 1 (got {})", name, n_embd);
+  // The upper bounds keep every count of the model inside 64 bits (and far above any model a
+  // cluster of today could hold).
+  STRATA_REQUIRE(n_layer >= 1 && n_layer <= (1 << 16), "model '{}': n_layer must be between 1 and 65536 (got {})", name,
+                 n_layer);
+  STRATA_REQUIRE(n_embd >= 1 && n_embd <= (1 << 17), "model '{}': n_embd must be between 1 and 131072 (got {})", name,
+                 n_embd);
   STRATA_REQUIRE(n_head >= 1, "model '{}': n_head must be at least 1 (got {})", name, n_head);
   STRATA_REQUIRE(n_embd % n_head == 0, "model '{}': n_embd ({}) must be a multiple of n_head ({})", name,
                  n_embd, n_head);
-  STRATA_REQUIRE(vocab_size >= 2, "model '{}': vocab_size must be at least 2 (got {})", name, vocab_size);
+  STRATA_REQUIRE(vocab_size >= 2 && vocab_size <= (1 << 30), "model '{}': vocab_size must be between 2 and 2^30 (got {})",
+                 name, vocab_size);
   STRATA_REQUIRE(context_length >= 1, "model '{}': context_length must be at least 1 (got {})", name,
                  context_length);
-  STRATA_REQUIRE(vocab_pad_multiple >= 1, "model '{}': vocab_pad_multiple must be at least 1 (got {})", name,
+  STRATA_REQUIRE(vocab_pad_multiple >= 1 && vocab_pad_multiple <= (1 << 20),
+                 "model '{}': vocab_pad_multiple must be between 1 and 2^20 (got {})", name,
                  vocab_pad_multiple);
   STRATA_REQUIRE(static_cast<std::int64_t>(padded_vocab_size()) * n_embd < (1LL << 31),
                  "model '{}': the token table ({} x {}) exceeds 2^31 elements", name, padded_vocab_size(), n_embd);
+  STRATA_REQUIRE(static_cast<std::int64_t>(context_length) * n_embd < (1LL << 31),
+                 "model '{}': the position table ({} x {}) exceeds 2^31 elements", name, context_length, n_embd);
 }
 
 GptConfig GptConfig::preset(std::string_view name) {

@@ -19,7 +19,9 @@ nlohmann::json chrome_trace_events(int pid, const std::string& process, const st
 }
 
 nlohmann::json chrome_trace(nlohmann::json events) {
-  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+  // otherData (serialised before traceEvents, keys being sorted) says who wrote the file, so an
+  // output check can tell an earlier Strata timeline from a file it must not replace.
+  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}, {"otherData", {{"generator", "strata"}}}};
 }
 
 }  // namespace strata

@@ -147,6 +147,13 @@ class Reader {
     return *v;
   }
 
+  // An efficiency: a share of the peak, in (0, 1].
+  double fraction(const toml::node& node, const std::string& key) const {
+    const double v = number(node, key, 0.0, true);
+    if (v > 1.0) fail_key(key, fmt::format("is a fraction of the peak and must be at most 1 (got {:g})", v));
+    return v;
+  }
+
   int integer(const toml::node& node, const std::string& key, int min) const {
     std::optional<std::int64_t> v = node.value_exact<std::int64_t>();
     if (!v) fail_key(key, "must be an integer");
@@ -177,7 +184,7 @@ class Reader {
       const std::string path = "device." + key;
       if (key == "name") d.name = text(node, path);
       else if (key == "peak_flops") d.peak_flops = number(node, path, 0.0, true);
-      else if (key == "efficiency") d.efficiency = number(node, path, 0.0, true);
+      else if (key == "efficiency") d.efficiency = fraction(node, path);
       else if (key == "memory_bandwidth") d.memory_bandwidth = number(node, path, 0.0, true);
       else if (key == "memory_bytes") d.memory_bytes = number(node, path, 0.0, false);
       else if (key == "overlaps_communication") d.overlaps_communication = boolean(node, path);
@@ -187,7 +194,7 @@ class Reader {
           if (!kStageKeys.contains(stage)) {
             fail_key(path + "." + stage, fmt::format("is not a compute stage; known: {}", fmt::join(kStageKeys, ", ")));
           }
-          d.stage_efficiency[stage] = number(snode, path + "." + stage, 0.0, true);
+          d.stage_efficiency[stage] = fraction(snode, path + "." + stage);
         }
       } else {
         fail_key(path, "is not a device key (name, peak_flops, efficiency, stage_efficiency, memory_bandwidth, "

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 
@@ -29,8 +30,8 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
 double parse_number(std::string_view text, std::string_view what, std::string_view spec) {
   double value = 0.0;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  STRATA_REQUIRE(ec == std::errc() && ptr == text.data() + text.size() && value > 0.0,
-                 "topology '{}': '{}' is not a valid {}", spec, text, what);
+  STRATA_REQUIRE(ec == std::errc() && ptr == text.data() + text.size() && value > 0.0 && std::isfinite(value),
+                 "topology '{}': '{}' is not a valid {} (a positive, finite number and a unit)", spec, text, what);
   return value;
 }
 
@@ -119,6 +120,13 @@ Topology Topology::parse(std::string_view spec, int world_size) {
     STRATA_REQUIRE(colon != std::string_view::npos && colon > 0,
                    "topology '{}': level '{}' must read name:fanout (e.g. gpu:4)", spec, parts[i]);
     level.name = std::string(part.substr(0, colon));
+    // Names appear in plans ("weights=gcd") and reports: letters, digits, '_' and '-' only.
+    const bool plain = std::isalpha(static_cast<unsigned char>(level.name[0])) &&
+                       std::all_of(level.name.begin(), level.name.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+                       });
+    STRATA_REQUIRE(plain, "topology '{}': level name '{}' must start with a letter and hold only letters, digits, "
+                   "'_' and '-'", spec, level.name);
     STRATA_REQUIRE(level.name != "none", "topology '{}': 'none' is reserved for replicated states", spec);
     STRATA_REQUIRE(t.find_level(level.name) < 0, "topology '{}': level '{}' appears twice", spec, level.name);
     const std::string_view fan = part.substr(colon + 1);

@@ -227,7 +227,8 @@ Calibration calibrate(Communicator& comm, const CalibrationSettings& s) {
     c.device.overlaps_communication = out.hardware_threads >= 2u * static_cast<unsigned>(out.ranks_on_host);
   }
   std::size_t largest_unit_bytes = 0;
-  for (const UnitLayout& u : ModelLayout(config).units()) largest_unit_bytes = std::max(largest_unit_bytes, u.numel * sizeof(float));
+  const ModelLayout layout(config);  // named: a range over a temporary's member would dangle
+  for (const UnitLayout& u : layout.units()) largest_unit_bytes = std::max(largest_unit_bytes, u.numel * sizeof(float));
   for (int l = 0; l < t.level_count(); ++l) {
     const Level& level = t.level(l);
     LevelMeasurement m;

@@ -3,10 +3,13 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <regex>
@@ -67,18 +70,23 @@ void remove_step_directory(const fs::path& dir) {
 void check_checkpoint_root(const std::string& root) {
   std::error_code ec;
   const fs::path path(root);
+  fs::path writable;
   if (fs::exists(path, ec)) {
     STRATA_REQUIRE(fs::is_directory(path, ec),
                    "--save '{}' is not a directory: checkpoints are directories of step-N folders, and an existing "
                    "file is never replaced",
                    root);
-    return;
+    writable = path;
+  } else {
+    writable = path.has_parent_path() ? path.parent_path() : fs::path(".");
+    STRATA_REQUIRE(fs::is_directory(writable, ec), "--save '{}': the directory '{}' does not exist", root,
+                   writable.string());
   }
-  const fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  STRATA_REQUIRE(fs::is_directory(parent, ec), "--save '{}': the directory '{}' does not exist", root, parent.string());
-  const fs::path probe = parent / fmt::format(".strata-write-probe-{}", ::getpid());
+  // Probed now, not found after the last step: a read-only directory costs nothing.
+  const fs::path probe = writable / fmt::format(".strata-write-probe-{}", ::getpid());
   std::FILE* f = std::fopen(probe.c_str(), "wb");
-  STRATA_REQUIRE(f != nullptr, "--save '{}': cannot write in the directory '{}'", root, parent.string());
+  STRATA_REQUIRE(f != nullptr, "--save '{}': cannot write in the directory '{}' ({})", root, writable.string(),
+                 std::strerror(errno));
   std::fclose(f);
   fs::remove(probe, ec);
 }
@@ -94,28 +102,87 @@ std::vector<std::string> step_directories(const std::string& root) {
   return dirs;
 }
 
+namespace {
+
+bool same_directory(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return !a.empty() && !b.empty() && fs::equivalent(a, b, ec);
+}
+
+// Renames a complete step directory out of the way of a new save of the same step: it is the
+// user's, from a run that went further, and may be the only copy of that state.
+std::string move_aside(const fs::path& dir) {
+  for (int k = 1;; ++k) {
+    const fs::path to = dir.string() + (k == 1 ? ".superseded" : fmt::format(".superseded-{}", k));
+    std::error_code ec;
+    if (fs::exists(to, ec)) continue;
+    fs::rename(dir, to);
+    return to.string();
+  }
+}
+
+// Rank 0: deletes the complete checkpoints beyond the newest keep_last that verify. A damaged one
+// is neither counted nor deleted; the resumed-from and the newest verified one always stay.
+void apply_retention(const std::string& root, const std::string& newest, int keep_last, CheckpointHistory& history) {
+  int kept = 0;
+  for (const std::string& d : step_directories(root)) {
+    if (!incomplete_reason(d).empty()) continue;  // not ours to judge: a save that did not complete
+    if (history.damaged.count(d) != 0) continue;
+    if (history.verified.count(d) == 0) {
+      if (kept >= keep_last && !same_directory(d, history.resumed_from)) {
+        remove_step_directory(d);  // older than keep_last newer checkpoints that verify
+        continue;
+      }
+      std::string damage;
+      try {
+        damage = CheckpointReader::open_any(d).damage();
+      } catch (const Error& e) {
+        damage = e.what();
+      }
+      if (!damage.empty()) {
+        history.damaged.insert(d);
+        fmt::print(stderr, "strata: warning: checkpoint {} does not verify ({}); --keep-last does not count it and "
+                           "leaves it in place\n", d, damage);
+        continue;
+      }
+      history.verified.insert(d);
+    }
+    ++kept;
+    if (kept > keep_last && !same_directory(d, history.resumed_from) && !same_directory(d, newest)) {
+      remove_step_directory(d);
+    }
+  }
+}
+
+}  // namespace
+
 std::string save_training_checkpoint(TrainingEngine& engine, const ModelLayout& layout, const std::string& root,
-                                     int completed_steps, int keep_last) {
+                                     int completed_steps, int keep_last, CheckpointHistory& history) {
   const Job job = Job::current();
   const fs::path dir = fs::path(root) / step_directory_name(completed_steps);
-  // Rank 0 decides for everyone whether this step is already saved (a save at --stop-after that
-  // is also a --checkpoint-every step), then prepares the directory.
+  // Every rank holds the same history, so all decide alike.
+  if (history.saved_steps.count(completed_steps) != 0 || same_directory(dir.string(), history.resumed_from)) {
+    return dir.string();
+  }
   std::string problem;
-  bool done = false;
   if (job.rank == 0) {
     try {
-      done = incomplete_reason(dir.string()).empty();
-      if (!done) {
-        if (fs::exists(dir)) remove_step_directory(dir);  // an earlier save of this step that did not complete
-        fs::create_directories(dir);
+      std::error_code ec;
+      if (fs::exists(dir, ec)) {
+        if (fs::exists(dir / "COMPLETE", ec)) {
+          const std::string aside = move_aside(dir);
+          fmt::print(stderr, "strata: warning: {} was left by an earlier run that went further; it is kept as {} "
+                             "(not counted by --keep-last, never deleted)\n", dir.string(), aside);
+        } else {
+          remove_step_directory(dir);  // an earlier save of this step that did not complete
+        }
       }
+      fs::create_directories(dir);
     } catch (const std::exception& e) {
       problem = fmt::format("cannot create the checkpoint directory '{}': {}", dir.string(), e.what());
     }
   }
   agree_or_throw(job, problem, kExitFailure);
-  done = job.any(job.rank == 0 && done);
-  if (done) return dir.string();
 
   try {
     write_rank_shard(dir.string(), job.rank, engine.checkpoint_pieces());
@@ -138,13 +205,10 @@ std::string save_training_checkpoint(TrainingEngine& engine, const ModelLayout& 
     agree_or_throw(job, problem.empty() ? std::string() : problem + "; the checkpoint was not written", kExitFailure);
     // Ranks without a problem of their own still end: agree_or_throw threw on every rank.
   }
-  if (job.rank == 0 && keep_last > 0) {
-    int kept = 0;
-    for (const std::string& d : step_directories(root)) {
-      if (!incomplete_reason(d).empty()) continue;
-      if (++kept > keep_last) remove_step_directory(d);
-    }
-  }
+  history.saved_steps.insert(completed_steps);
+  history.damaged.erase(dir.string());  // what was judged under this name was moved aside
+  history.verified.insert(dir.string());
+  if (job.rank == 0 && keep_last > 0) apply_retention(root, dir.string(), keep_last, history);
   return dir.string();
 }
 
@@ -156,13 +220,15 @@ ResumeChoice choose_resume(const std::string& resume, const std::string& save_ro
     STRATA_REQUIRE(!save_root.empty(), "--resume auto needs --save: the checkpoint directory to resume from");
     c.candidates = step_directories(save_root);
     c.fall_back = true;
+    c.fresh_when_none = true;
     c.described = fmt::format("the newest complete checkpoint under '{}'", save_root);
     return c;
   }
   STRATA_REQUIRE(fs::exists(resume, ec), "{} '{}': no such checkpoint directory", flag, resume);
   STRATA_REQUIRE(fs::is_directory(resume, ec),
                  "{} '{}' is not a directory (a checkpoint is a step directory holding manifest.json)", flag, resume);
-  if (is_step_name(fs::path(resume).filename().string()) || fs::exists(fs::path(resume) / "manifest.json", ec)) {
+  if (is_step_name(fs::path(resume).lexically_normal().filename().string()) ||
+      fs::exists(fs::path(resume) / "manifest.json", ec)) {
     c.candidates = {resume};
     c.described = fmt::format("'{}'", resume);
     return c;
@@ -174,12 +240,20 @@ ResumeChoice choose_resume(const std::string& resume, const std::string& save_ro
   return c;
 }
 
-int load_training_checkpoint(TrainingEngine& engine, const ModelLayout& layout, const ResumeChoice& choice,
-                             int max_steps, std::ostream& out) {
+ResumePoint load_training_checkpoint(TrainingEngine& engine, const ModelLayout& layout, const ResumeChoice& choice,
+                                     int max_steps, std::ostream& out) {
   const Job job = Job::current();
-  std::string last_problem;
+  std::vector<std::string> skipped;
+  std::string last_refused;
   for (std::size_t i = 0; i < choice.candidates.size(); ++i) {
     const std::string& dir = choice.candidates[i];
+    std::error_code ec;
+    // A save killed before its marker: not a checkpoint, and not damage. Skipped when falling
+    // back, so a job requeued after dying in its first save restarts by itself.
+    if (choice.fall_back && job.any(!fs::exists(fs::path(dir) / "COMPLETE", ec))) {
+      skipped.push_back(fs::path(dir).filename().string());
+      continue;
+    }
     std::string problem;
     int steps = 0;
     try {
@@ -192,9 +266,17 @@ int load_training_checkpoint(TrainingEngine& engine, const ModelLayout& layout, 
       problem = e.what();
     }
     const bool failed = job.any(!problem.empty());
-    if (!failed) return steps;
+    if (!failed) {
+      if (!skipped.empty() && job.rank == 0) {
+        fmt::print(stderr, "strata: warning: skipped {} (no COMPLETE marker: their saves did not complete)\n",
+                   fmt::join(skipped, ", "));
+      }
+      return {steps, dir};
+    }
+    last_refused = dir;
     const bool more = choice.fall_back && i + 1 < choice.candidates.size();
     if (!more) {
+      if (choice.fall_back && !problem.empty()) problem += "; no older complete checkpoint is left to fall back to";
       agree_or_throw(job, problem, kExitUsage);
       fail("rank {} refused checkpoint '{}'", job.rank, dir);  // a rank without a problem of its own
     }
@@ -202,9 +284,22 @@ int load_training_checkpoint(TrainingEngine& engine, const ModelLayout& layout, 
       fmt::print(stderr, "strata: warning{}: checkpoint refused: {}; trying the one before it\n",
                  job.world > 1 ? fmt::format(" on rank {}", job.rank) : "", problem);
     }
-    fmt::print(out, "resume: {} was refused; trying {}\n", dir, choice.candidates[i + 1]);
+    fmt::print(out, "resume: {} was refused; trying the one before it\n", dir);
   }
-  return 0;
+  if (!last_refused.empty()) {
+    // Only incomplete directories were left after a refusal: the refusal is the answer.
+    agree_or_throw(job, fmt::format("checkpoint '{}' was refused and no older complete checkpoint is left", last_refused),
+                   kExitUsage);
+  }
+  if (!choice.fresh_when_none) {
+    agree_or_throw(job, fmt::format("{} holds no complete checkpoint ({} did not complete)", choice.described,
+                                    fmt::join(skipped, ", ")), kExitUsage);
+  }
+  if (job.rank == 0 && !skipped.empty()) {
+    fmt::print(stderr, "strata: warning: --resume auto found no complete checkpoint ({}: no COMPLETE marker, their "
+                       "saves did not complete); starting at step 0 and deleting nothing\n", fmt::join(skipped, ", "));
+  }
+  return {};
 }
 
 }  // namespace strata

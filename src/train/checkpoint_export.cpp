@@ -6,7 +6,7 @@
 
 
 #include "core/error.hpp"
-#include "core/path_checks.hpp"
+#include "train/output_policy.hpp"
 #include "train/checkpoint.hpp"
 
 namespace strata {
@@ -62,8 +62,8 @@ std::vector<ExportTensor> exported_tensors(const CheckpointReader& reader) {
   return out;
 }
 
-void export_safetensors(const CheckpointReader& reader, const std::string& out) {
-  require_output_file(out, "--out", {reader.dir()});
+void export_safetensors(const CheckpointReader& reader, const std::string& out, bool force) {
+  require_output(out, "--out", safetensors_output(), {reader.dir()}, force);
   const GptConfig& m = reader.model();
   write_safetensors(out, exported_tensors(reader),
                     {{"format", "pt"},
@@ -93,15 +93,13 @@ std::string inspect_checkpoint(const CheckpointReader& reader, bool verify) {
   if (verify) status = reader.verify_all();
   std::size_t i = 0;
   s += "files:\n";
-  for (const auto& f : reader.manifest().at("files")) {
-    const auto bytes = f.at("bytes").get<std::uint64_t>();
-    total += bytes;
+  for (const ManifestFile& f : reader.files()) {
+    total += f.bytes;
     s += verify ? fmt::format("  {}\n", status.at(i))
-                : fmt::format("  {}: {} chunks, {} bytes (not verified)\n", f.at("file").get<std::string>(),
-                              f.at("chunks").size(), bytes);
+                : fmt::format("  {}: {} chunks, {} bytes (not verified)\n", f.name, f.chunks.size(), f.bytes);
     ++i;
   }
-  s += fmt::format("  {} files, {:.3f} MB\n", reader.manifest().at("files").size(), static_cast<double>(total) / 1e6);
+  s += fmt::format("  {} files, {:.3f} MB\n", reader.files().size(), static_cast<double>(total) / 1e6);
   // Whatever wrote it, equal states give equal digests: the states assembled unit by unit.
   const ModelLayout layout(m);
   s += "digests of the assembled states (xxh3 of each state's units, in order):\n";

@@ -18,7 +18,7 @@ std::string resolve_checkpoint_path(const std::string& path);
 // The full weights, "transformer.wte.weight" (the vocabulary's rows, no padding), ...,
 // "transformer.h.3.attn.c_attn.weight" (Linear layout: out x in), "transformer.ln_f.bias".
 std::vector<ExportTensor> exported_tensors(const CheckpointReader& reader);
-void export_safetensors(const CheckpointReader& reader, const std::string& out);
+void export_safetensors(const CheckpointReader& reader, const std::string& out, bool force = false);
 
 // The inspect report; verify: read every chunk and check it.
 std::string inspect_checkpoint(const CheckpointReader& reader, bool verify);

@@ -3,7 +3,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fmt/format.h>
+#include <sys/sysinfo.h>
+
+#include <cstdio>
 #include <thread>
+#include <tuple>
 
 #include "comm/mpi/mpi_communicator.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
@@ -12,6 +17,8 @@
 #include "core/threads.hpp"
 #include "engine/local_engine.hpp"
 #include "engine/sharded_engine.hpp"
+#include "model/gpt.hpp"
+#include "schedule/counting_executor.hpp"
 #include "schedule/step_schedule.hpp"
 
 namespace strata {
@@ -30,31 +37,94 @@ int default_thread_count() {
   return std::max(1, cores / std::max(1, ranks_here));
 }
 
+// STRATA_INJECT_FAILURE=rank:step, the test hook of a failing rank. Refused when it could not
+// fire, so a test of a failure never passes without one.
+std::pair<int, int> injected_failure(const TrainConfig& config, int world) {
+  const char* inject = std::getenv("STRATA_INJECT_FAILURE");
+  if (inject == nullptr) return {-1, -1};
+  int rank = -1, step = -1;
+  char extra = 0;
+  STRATA_REQUIRE(std::sscanf(inject, "%d:%d%c", &rank, &step, &extra) == 2,
+                 "STRATA_INJECT_FAILURE must read rank:step (got '{}')", inject);
+  STRATA_REQUIRE(config.sharded(world), "STRATA_INJECT_FAILURE={} needs the sharding engine (give --plan, or run "
+                 "under mpirun): the one-process reference engine has no collective to fail in", inject);
+  STRATA_REQUIRE(rank >= 0 && rank < world, "STRATA_INJECT_FAILURE={} names rank {}, and the job has ranks 0 .. {}",
+                 inject, rank, world - 1);
+  STRATA_REQUIRE(step >= 0 && step < config.steps, "STRATA_INJECT_FAILURE={} names step {} (0-based), and the run has "
+                 "steps 0 .. {}", inject, step, config.steps - 1);
+  return {rank, step};
+}
+
+// This machine's memory and swap, in bytes (0 when unknown).
+std::uint64_t machine_memory_bytes() {
+  struct sysinfo info {};
+  if (::sysinfo(&info) != 0) return 0;
+  return (static_cast<std::uint64_t>(info.totalram) + info.totalswap) * info.mem_unit;
+}
+
+std::string readable_bytes(double bytes) {
+  const char* units[] = {"B", "kB", "MB", "GB", "TB", "PB", "EB"};
+  int u = 0;
+  while (bytes >= 1000.0 && u < 6) bytes /= 1000.0, ++u;
+  return fmt::format("{:.3g} {}", bytes, units[u]);
+}
+
+// Refuses, before anything is allocated, a run one rank of which could not hold its states and
+// activations even with all of this machine's memory and swap: a sentence instead of
+// std::bad_alloc after minutes of paging.
+void require_memory_fits(const TrainConfig& config, std::uint64_t states, const std::string& states_what) {
+  const std::uint64_t available = machine_memory_bytes();
+  if (available == 0) return;
+  const GptConfig model = config.model_config();
+  const int seq = config.resolved_seq_len();
+  const std::uint64_t activations = Gpt::activation_bytes(model, config.batch_size, seq).total(model.n_layer);
+  // The built-in corpus is generated as text, then held as 4-byte tokens.
+  const std::uint64_t corpus = config.data == "builtin" ? static_cast<std::uint64_t>(config.builtin_bytes) * 5 : 0;
+  const double total = static_cast<double>(states) + static_cast<double>(activations) + static_cast<double>(corpus);
+  STRATA_REQUIRE(total <= static_cast<double>(available),
+                 "model '{}' (L{} C{} vocab {}, {:.4g} parameters) at micro-batch {} x {} needs about {} on each rank "
+                 "({} for {}, {} of activations{}), more than this machine's {} of memory and swap: choose a smaller "
+                 "model, micro-batch or sequence, or a plan that partitions more",
+                 model.name, model.n_layer, model.n_embd, model.vocab_size,
+                 static_cast<double>(model.parameter_count()), config.batch_size, seq, readable_bytes(total),
+                 readable_bytes(static_cast<double>(states)), states_what, readable_bytes(static_cast<double>(activations)),
+                 corpus > 0 ? fmt::format(", {} for the built-in corpus", readable_bytes(static_cast<double>(corpus))) : "",
+                 readable_bytes(static_cast<double>(available)));
+}
+
 }  // namespace
 
 EngineSetup plan_engine(const TrainConfig& config, int world) {
   EngineSetup setup;
   STRATA_REQUIRE(!config.sharded(world) || MpiRuntime::initialized(),
                  "the sharding engine needs MPI; run it through the strata command (mpirun -np N strata train ...)");
-  if (!config.sharded(world)) return setup;
+  setup.injected_failure = injected_failure(config, world);
+  if (!config.sharded(world)) {
+    // The reference engine holds weights, gradients and both moments whole, in fp32.
+    const auto states = static_cast<std::uint64_t>(config.model_config().stored_parameter_count()) * 16;
+    require_memory_fits(config, states, "weights, gradients and the Adam moments");
+    return setup;
+  }
   setup.topology = std::make_unique<Topology>(Topology::parse(config.topology, world));
   const PlanResolution resolved =
       resolve_plan(ShardPlan::parse(config.plan == "auto" ? "hier3" : config.plan, *setup.topology), *setup.topology);
   setup.plan = resolved.plan;
   if (!resolved.note.empty()) setup.notes.push_back(resolved.note);
-  if (config.max_live_bytes > 0) {
-    // The bound is checked by the schedule builder; building one here refuses a bound below the
-    // largest unit before any collective, once for all ranks, not as a mid-run abort on each.
-    const ModelLayout layout(config.model_config());
-    ScheduleInputs in;
-    in.layout = &layout;
-    in.topology = setup.topology.get();
-    in.plan = setup.plan;
-    in.weight_dtype = in.grad_dtype = config.dtype == "bf16" ? DType::kBF16 : DType::kF32;
-    in.prefetch = config.prefetch;
-    in.max_live_bytes = static_cast<std::uint64_t>(config.max_live_bytes);
-    build_step_schedule(in);
-  }
+  // The schedule is built here once, locally: the live-memory bound is checked by the builder
+  // (a bound below the largest unit is refused for all ranks, not as a mid-run abort on each),
+  // and its resident states and buffer peaks are what a rank will allocate.
+  const ModelLayout layout(config.model_config());
+  ScheduleInputs in;
+  in.layout = &layout;
+  in.topology = setup.topology.get();
+  in.plan = setup.plan;
+  in.weight_dtype = in.grad_dtype = config.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  in.prefetch = config.prefetch;
+  in.max_live_bytes = static_cast<std::uint64_t>(config.max_live_bytes);
+  const StepSchedule schedule = build_step_schedule(in);
+  std::uint64_t states = count_schedule(schedule, *setup.topology).peak_live_bytes;
+  for (const ResidentState& s : schedule.resident) states += s.bytes;
+  require_memory_fits(config, states, fmt::format("plan {}'s shards and gathered units", setup.plan.name));
   return setup;
 }
 
@@ -74,6 +144,7 @@ void connect_engine(EngineSetup& setup, const TrainConfig& config) {
   options.overlap = config.overlap != 0;
   options.record_timeline = !config.timeline.empty();
   options.grad_accum = config.grad_accum;
+  std::tie(options.fail_rank, options.fail_step) = setup.injected_failure;
   setup.comm = std::make_unique<MpiCommunicator>(*setup.topology);
   const std::string nodes = describe_declared_nodes(*setup.topology);
   if (!nodes.empty()) setup.notes.push_back(nodes);

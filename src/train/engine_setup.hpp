@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -19,6 +20,7 @@ struct EngineSetup {
   std::unique_ptr<Topology> topology;  // set when the run is sharded
   ShardPlan plan;                      // as resolved for the topology
   std::vector<std::string> notes;      // lines for the run's header (what the plan became, node check)
+  std::pair<int, int> injected_failure{-1, -1};  // rank, step of STRATA_INJECT_FAILURE (-1: none)
   std::unique_ptr<Communicator> comm;
   std::unique_ptr<TrainingEngine> engine;
 };

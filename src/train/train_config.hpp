@@ -65,6 +65,7 @@ struct TrainConfig {
   std::string resume;                            // "auto", a step directory, or a checkpoint directory
   double collective_timeout = 300.0;             // seconds an MPI call may block before the job ends (0: never)
   int stop_after = 0;                            // stop after N steps of this invocation (0: run to the end)
+  bool force = false;                            // outputs may replace files that are not Strata's own
 
   GptConfig model_config() const;
   // Whether this run uses the sharding engine rather than the single-process reference.

@@ -16,11 +16,13 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/mpi/mpi_runtime.hpp"
+#include "core/atomic_file.hpp"
 #include "core/blas.hpp"
 #include "core/error.hpp"
 #include "core/exit_codes.hpp"
 #include "core/median.hpp"
 #include "core/path_checks.hpp"
+#include "train/output_policy.hpp"
 #include "core/stopwatch.hpp"
 #include "train/builtin_corpus.hpp"
 #include "train/byte_tokenizer.hpp"
@@ -31,25 +33,42 @@ namespace strata {
 
 namespace {
 
-// Written whole under a temporary name, then renamed, so a reader never sees half a file.
-void write_text_file(const std::string& path, const std::string& text) {
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream f(partial, std::ios::binary | std::ios::trunc);
-    STRATA_REQUIRE(f.good(), "{}: cannot open for writing", partial);
-    f << text;
-    f.flush();
-    STRATA_REQUIRE(f.good(), "{}: writing failed (disk full?)", partial);
-  }
-  if (std::rename(partial.c_str(), path.c_str()) != 0) {
-    std::remove(partial.c_str());
-    fail("{}: cannot rename the finished file into place", path);
+// The signal that asked for a stop (0: none). SIGINT and SIGTERM (Ctrl-C, kill), and SIGUSR1 and
+// SIGUSR2, which mpirun forwards to the ranks without killing them and Slurm sends ahead of a
+// time limit (--signal=USR1@120): each means "save at the end of this step and stop".
+std::atomic<int> g_stop_signal{0};
+
+extern "C" void request_stop(int signal) { g_stop_signal = signal; }
+
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
+
+const char* signal_name(int signal) {
+  switch (signal) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    default: return "a signal";
   }
 }
 
-std::atomic<bool> g_stop_requested{false};
+// Installs the stop handlers for the life of a run and restores the previous ones, also when the
+// run ends with an exception.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    for (std::size_t i = 0; i < std::size(kStopSignals); ++i) previous_[i] = std::signal(kStopSignals[i], request_stop);
+  }
+  ~StopSignals() {
+    for (std::size_t i = 0; i < std::size(kStopSignals); ++i) std::signal(kStopSignals[i], previous_[i]);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
 
-extern "C" void request_stop(int) { g_stop_requested = true; }
+ private:
+  void (*previous_[std::size(kStopSignals)])(int) = {};
+};
 
 TokenData load_data(const TrainConfig& config, const std::string& path, int vocab) {
   if (path == "builtin") {
@@ -95,10 +114,12 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   if (config_.data != "builtin") require_input_file(config_.data, "--data");
   if (!config_.val_data.empty()) require_input_file(config_.val_data, "--val-data");
   const std::vector<std::string> inputs = {config_.data, config_.val_data, config_.resume, config_.save};
-  if (!config_.metrics.empty() && rank_ == 0) require_output_file(config_.metrics, "--metrics", inputs);
+  if (!config_.metrics.empty() && rank_ == 0) {
+    require_output(config_.metrics, "--metrics", metrics_output(), inputs, config_.force);
+  }
   if (!config_.timeline.empty()) {
-    require_output_file(rank_ == 0 ? config_.timeline : fmt::format("{}.rank{}", config_.timeline, rank_), "--timeline",
-                        inputs);
+    require_output(rank_ == 0 ? config_.timeline : fmt::format("{}.rank{}", config_.timeline, rank_), "--timeline",
+                   trace_output(), inputs, config_.force);
   }
   TokenData all = load_data(config_, config_.data, model_.vocab_size);
   if (!config_.val_data.empty()) {
@@ -154,8 +175,8 @@ double Trainer::validation_loss(TrainingEngine& engine) {
 
 void Trainer::save(TrainingEngine& engine, int completed_steps, std::ostream& out) {
   if (config_.save.empty()) return;
-  const std::string dir =
-      save_training_checkpoint(engine, ModelLayout(model_), config_.save, completed_steps, config_.keep_last);
+  const std::string dir = save_training_checkpoint(engine, ModelLayout(model_), config_.save, completed_steps,
+                                                   config_.keep_last, history_);
   fmt::print(out, "checkpoint: {} (after step {})\n", dir, completed_steps);
 }
 
@@ -164,8 +185,13 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
                  engine.data_parallel_size(), world_);
   std::ostream null_stream(nullptr);
   std::ostream& out = rank_ == 0 ? console : null_stream;
+  // From before the resume: a signal during set-up still means "stop cleanly", never a kill.
+  const StopSignals signals;
   if (!resume_.candidates.empty()) {
-    start_step_ = load_training_checkpoint(engine, ModelLayout(model_), resume_, config_.steps, out);
+    const ResumePoint point = load_training_checkpoint(engine, ModelLayout(model_), resume_, config_.steps, out);
+    start_step_ = point.completed_steps;
+    history_.resumed_from = point.dir;
+    if (!point.dir.empty()) history_.verified.insert(point.dir);  // every chunk was read by some rank
   }
   const std::size_t tokens_per_micro = static_cast<std::size_t>(config_.batch_size) * seq_len_;
   const std::size_t tokens_per_step = tokens_per_micro * config_.grad_accum * static_cast<std::size_t>(world_);
@@ -192,10 +218,14 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
     fmt::print(out, "\n{}", engine.report());
     return TrainSummary{};
   }
-  if (start_step_ > 0) {
-    fmt::print(out, "resumed: {} after step {}\n", config_.resume == "auto" ? resume_.described : config_.resume, start_step_);
+  if (!history_.resumed_from.empty()) {
+    fmt::print(out, "resumed: {} after step {}\n", history_.resumed_from, start_step_);
   } else if (!config_.resume.empty()) {
-    fmt::print(out, "resume: no complete checkpoint in {}; starting at step 0\n", resume_.described);
+    fmt::print(out, "resume: no complete checkpoint under '{}' yet; starting at step 0\n", config_.save);
+  }
+  if (config_.stop_after > 0 && config_.save.empty() && rank_ == 0) {
+    fmt::print(stderr, "strata: warning: --stop-after {} without --save: the run stops after {} steps and saves "
+                       "nothing\n", config_.stop_after, config_.stop_after);
   }
 
   MetricsLog metrics(rank_ == 0 ? config_.metrics : std::string(), start_step_ > 0);
@@ -216,9 +246,6 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
   TrainSummary summary;
 
   limit_file_size_for_tests();
-  g_stop_requested = false;
-  auto previous_int = std::signal(SIGINT, request_stop);
-  auto previous_term = std::signal(SIGTERM, request_stop);
 
   for (int step = start_step_; step < config_.steps; ++step) {
     Stopwatch watch;
@@ -256,7 +283,8 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
     }
     const bool stop_here = config_.stop_after > 0 && record.step - start_step_ >= config_.stop_after;
     // A signal may reach some ranks only; they agree before acting on it.
-    const bool signalled = agree(g_stop_requested);
+    const int signal_here = g_stop_signal;
+    const bool signalled = agree(signal_here != 0);
     const bool last = record.step == config_.steps || signalled || stop_here;
     if (val_loader_ && config_.val_every > 0 && (record.step % config_.val_every == 0 || last)) {
       const double val = validation_loss(engine);
@@ -275,13 +303,14 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
                    std::isfinite(outcome.loss) ? outcome.grad_norm : outcome.loss, outcome.loss, outcome.grad_norm,
                    record.step - 1);
       }
-      std::signal(SIGINT, previous_int);
-      std::signal(SIGTERM, previous_term);
       throw AgreedExit{kExitFailure};
     }
     if (config_.checkpoint_every > 0 && record.step % config_.checkpoint_every == 0 && !last) save(engine, record.step, out);
     if (signalled || (stop_here && record.step < config_.steps)) {
-      fmt::print(out, "stopping after step {} ({})\n", record.step, signalled ? "signal received" : "--stop-after");
+      fmt::print(out, "stopping after step {} ({})\n", record.step,
+                 !signalled       ? std::string("--stop-after")
+                 : signal_here != 0 ? fmt::format("signal received: {}", signal_name(signal_here))
+                                  : std::string("signal received by another rank"));
       summary.interrupted = true;
       save(engine, record.step, out);
       break;
@@ -292,14 +321,12 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
   if (!summary.interrupted) save(engine, config_.steps, out);
   // Every rank takes part; the file gets what crossed each level, and each node's link.
   if (const nlohmann::json traffic = engine.traffic_totals(); !traffic.is_null()) metrics.write(traffic);
-  std::signal(SIGINT, previous_int);
-  std::signal(SIGTERM, previous_term);
 
   if (const std::string report = engine.report(); !report.empty()) fmt::print(out, "\n{}", report);
   if (!config_.timeline.empty()) {
     // Each rank its own file: rank 0 the path given, rank r the path with ".rank<r>".
     const std::string path = rank_ == 0 ? config_.timeline : fmt::format("{}.rank{}", config_.timeline, rank_);
-    write_text_file(path, engine.timeline_json());
+    write_file_atomically(path, engine.timeline_json());
     fmt::print(out, "timeline: {} (and .rank<r> for the other ranks; open in chrome://tracing or Perfetto)\n",
                config_.timeline);
   }

@@ -68,6 +68,7 @@ class Trainer {
   std::unique_ptr<BatchLoader> val_loader_;
   ResumeChoice resume_;  // chosen during set-up, loaded by run()
   int start_step_ = 0;
+  CheckpointHistory history_;
 };
 
 }  // namespace strata

@@ -15,6 +15,7 @@ printf '[model]\nlr = 0.1\n' > misplaced.toml
 printf 'grad-clip = 1.0\ngrad_clip = 2.0\n' > twice.toml
 printf 'lr = inf\n' > inf.toml
 printf 'stepz = 3\n' > typo.toml
+printf 'base = "cpu"\n[device]\nefficiency = 5\n' > efficient.toml
 cp data.txt data.orig
 "$STRATA" train --steps 2 --save good "${quiet[@]}" > /dev/null
 cp -r good good.orig
@@ -53,7 +54,7 @@ check usage "--metrics '/dev/null' is a character device" $S train --metrics /de
 check usage "--save 'data.txt' is not a directory" $S train --data data.txt --save data.txt
 check usage "--save '/dev/full' is not a directory" $S train --save /dev/full
 check usage "--save 'no-such-dir/ck': the directory 'no-such-dir' does not exist" $S train --save no-such-dir/ck
-check usage "--metrics 'good/step-00000002/manifest.json' would write over 'good'" $S train --resume good --metrics good/step-00000002/manifest.json
+check usage "--metrics 'good/step-00000002/manifest.json' is inside a checkpoint directory" $S train --resume good --metrics good/step-00000002/manifest.json
 check usage "--resume 'nowhere': no such checkpoint directory" $S train --resume nowhere
 check usage "--resume 'data.txt' is not a directory" $S train --resume data.txt
 check usage "--resume auto needs --save" $S train --resume auto
@@ -66,4 +67,15 @@ check usage "rank 1 was started with other settings than rank 0: \[optimizer\] '
 check usage "unknown cluster 'nowhere'" $S simulate --cluster nowhere
 check usage "checkpoint 'data.txt' is not a directory" $S inspect data.txt
 check usage "--out 'adir' is a directory; an output is a regular file, and this one is not replaced" $S export good --out adir
+check usage "--max-live-bytes: 99999999999999999999 is out of range" $S train --max-live-bytes 99999999999999999999
+check usage "'gcd:2@infGB/s': 'inf' is not a valid bandwidth" "${MPIRUN[@]}" 2 $S train --topology 'gcd:2@infGB/s'
+check usage "level name 'g#p\\\$u!' must start with a letter" "${MPIRUN[@]}" 2 $S train --topology 'g#p$u!:2'
+check usage "'device.efficiency' is a fraction of the peak and must be at most 1 \(got 5\)" $S simulate --cluster efficient.toml
+check usage "--save-every was renamed --checkpoint-every" $S train --save-every 3
+check usage "--save '/proc/self': cannot write in the directory '/proc/self'" $S train --save /proc/self
+check usage "needs about .* on each rank .* more than this machine's" $S train --model custom --n-layer 200 --n-embd 16384 --n-head 128 --vocab-size 50257 --context-length 2048
+check usage "vocab_pad 128\), not this run's 'tiny' \(.* vocab_pad 64\)" $S train --vocab-pad 64 --resume good
+check usage "STRATA_INJECT_FAILURE=0:0 needs the sharding engine" env STRATA_INJECT_FAILURE=0:0 $S train
+check usage "STRATA_INJECT_FAILURE=9:0 names rank 9, and the job has ranks 0 .. 1" env STRATA_INJECT_FAILURE=9:0 "${MPIRUN[@]}" 2 $S train --topology gcd:2 --plan zero3
+check usage "STRATA_INJECT_FAILURE=1:7 names step 7 \(0-based\), and the run has steps 0 .. 1" env STRATA_INJECT_FAILURE=1:7 "${MPIRUN[@]}" 2 $S train --steps 2 --topology gcd:2 --plan zero3
 echo "ok: $n bad inputs, each refused with its sentence; no hang, no partial file, inputs unchanged"

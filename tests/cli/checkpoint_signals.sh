@@ -20,7 +20,7 @@ for signal in INT TERM; do
   kill -0 "$job" 2>/dev/null && { kill -KILL "$job"; fail "SIG$signal: still running after 30 s"; }
   wait "$job"
   set -e
-  stopped=$(grep -oE "stopping after step [0-9]+ \(signal received\)" "$work/$signal.log" | grep -oE "[0-9]+" | head -1)
+  stopped=$(grep -oE "stopping after step [0-9]+ \(signal received" "$work/$signal.log" | grep -oE "[0-9]+" | head -1)
   [ -n "$stopped" ] || { cat "$work/$signal.log"; fail "SIG$signal: the run did not stop on the signal"; }
   dir="$root/step-$(printf %08d "$stopped")"
   [ -f "$dir/COMPLETE" ] || fail "SIG$signal: no complete checkpoint of step $stopped"

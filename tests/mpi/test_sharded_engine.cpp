@@ -693,7 +693,8 @@ TEST(World8, CheckpointsMoveBetweenPlansAndTheReference) {
   ShardedEngine zero3(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
                       options_for("zero3", t, DType::kF32, s));
   const RunResult trained = run_sharded(zero3, s);
-  const std::string dir = save_training_checkpoint(zero3, zero3.layout(), root, s.steps, 0);
+  CheckpointHistory history;
+  const std::string dir = save_training_checkpoint(zero3, zero3.layout(), root, s.steps, 0, history);
   EXPECT_EQ(incomplete_reason(dir), "");
 
   ShardedEngine hier3(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed + 1, comm,

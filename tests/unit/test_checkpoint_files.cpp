@@ -25,69 +25,13 @@
 #include "train/checkpoint_export.hpp"
 #include "train/engine_setup.hpp"
 #include "train/trainer.hpp"
+#include "support/checkpoint_fixtures.hpp"
 
 namespace strata {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "strata_checkpoint_files" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir.parent_path());
-  return dir;
-}
-
-TrainConfig tiny(int steps) {
-  TrainConfig c;
-  c.model = "tiny";
-  c.steps = steps;
-  c.batch_size = 4;
-  c.seq_len = 32;
-  c.val_every = 0;
-  c.metrics = "";
-  c.threads = 1;
-  return c;
-}
-
-TrainSummary run(const TrainConfig& config) {
-  std::ostringstream out;
-  Trainer trainer(config);
-  EngineSetup setup = plan_engine(config, 1);
-  connect_engine(setup, config);
-  return trainer.run(*setup.engine, out);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-void flip_byte(const fs::path& file, std::uintmax_t offset) {
-  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(static_cast<std::streamoff>(offset));
-  char c = 0;
-  f.read(&c, 1);
-  c = static_cast<char>(c ^ 0x5a);
-  f.seekp(static_cast<std::streamoff>(offset));
-  f.write(&c, 1);
-}
-
-// A root with complete checkpoints after steps 2 and 4.
-fs::path two_checkpoints(const std::string& name) {
-  const fs::path root = scratch(name);
-  TrainConfig c = tiny(4);
-  c.save = root.string();
-  c.checkpoint_every = 2;
-  run(c);
-  EXPECT_TRUE(fs::exists(root / "step-00000002" / "COMPLETE"));
-  EXPECT_TRUE(fs::exists(root / "step-00000004" / "COMPLETE"));
-  return root;
-}
+using namespace testing_support;
 
 struct Damage {
   const char* name;
@@ -119,32 +63,8 @@ TEST(CheckpointFiles, DamageIsRefusedNamingTheFileAndAutoFallsBack) {
     EXPECT_NE(why.find(damage.sentence), std::string::npos) << damage.name << ": " << why;
     EXPECT_NE(why.find("step-00000004"), std::string::npos) << damage.name << ": " << why;
     // --resume auto: falls back to step 2.
-    TrainConfig a = tiny(6);
-    a.save = root.string();
-    a.resume = "auto";
-    const TrainSummary s = run(a);
-    ASSERT_FALSE(s.steps.empty()) << damage.name;
-    EXPECT_EQ(s.steps.front().step, 3) << damage.name << ": auto did not fall back to step 2";
+    EXPECT_EQ(first_step_resuming_auto(root, 6), 3) << damage.name << ": auto did not fall back to step 2";
   }
-}
-
-std::string hex(const std::string& bytes) { return fmt::format("{:016x}", XXH3_64bits(bytes.data(), bytes.size())); }
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Writes a changed manifest and signs it in the marker again, as a faulty writer would: every
-// checksum holds, so only the content checks are left to refuse it.
-void resign(const fs::path& step, const nlohmann::json& manifest) {
-  const std::string text = manifest.dump(1);
-  std::ofstream(step / "manifest.json", std::ios::trunc) << text;
-  nlohmann::json marker = nlohmann::json::parse(read_all(step / "COMPLETE"));
-  marker["manifest_xxh3"] = hex(text);
-  std::ofstream(step / "COMPLETE", std::ios::trunc) << marker.dump();
 }
 
 TEST(CheckpointFiles, ANonFiniteMomentIsRefusedOnLoadEvenWithValidChecksums) {
@@ -159,7 +79,8 @@ TEST(CheckpointFiles, ANonFiniteMomentIsRefusedOnLoadEvenWithValidChecksums) {
     std::memcpy(shard.data() + offset, &nan, sizeof nan);
     std::ofstream(step / "rank-00000.bin", std::ios::binary | std::ios::trunc) << shard;
     const std::size_t bytes = (chunk["end"].get<std::size_t>() - chunk["begin"].get<std::size_t>()) * sizeof(float);
-    chunk["xxh3"] = hex(shard.substr(chunk["offset"].get<std::size_t>(), bytes));
+    const std::string piece = shard.substr(chunk["offset"].get<std::size_t>(), bytes);
+    chunk["xxh3"] = checkpoint_digest(piece.data(), piece.size());
   }
   resign(step, manifest);
   LocalEngine engine(GptConfig::preset("tiny"), 4, 32, 1);
@@ -203,8 +124,8 @@ TEST(CheckpointFiles, ANonFiniteLossStopsTheRunAndLeavesTheCheckpointsAsTheyWere
 TEST(CheckpointFiles, ScalarsOutOfRangeAreRefused) {
   for (const auto& [value, sentence] :
        {std::pair{nlohmann::json(-5), "'completed_steps' is -5, outside"},
-        std::pair{nlohmann::json(3.5), "'completed_steps' is missing or not an integer"},
-        std::pair{nlohmann::json("NaN"), "'completed_steps' is missing or not an integer"}}) {
+        std::pair{nlohmann::json(3.5), "'completed_steps' must be an integer (got 3.5)"},
+        std::pair{nlohmann::json("NaN"), "'completed_steps' must be an integer (got \"NaN\")"}}) {
     const fs::path root = two_checkpoints("scalar");
     const fs::path step = root / "step-00000004";
     nlohmann::json manifest = nlohmann::json::parse(read_all(step / "manifest.json"));
@@ -230,6 +151,76 @@ TEST(CheckpointFiles, SavingNeverReplacesAFileThatIsNotACheckpointDirectory) {
   c.save = "/dev/null";
   EXPECT_NE(error_of([&] { run(c); }).find("'/dev/null' is not a directory"), std::string::npos);
   EXPECT_TRUE(fs::is_character_file("/dev/null"));
+}
+
+// The case: a good step 2 and a newest step 4 with one flipped bit (its marker intact).
+// --resume auto --keep-last 1 falls back to step 2; the saves after it must never leave the root
+// without a checkpoint that loads, never delete the damaged one, and never write over it.
+TEST(CheckpointFiles, KeepLastAfterAFallbackKeepsALoadableCheckpoint) {
+  const fs::path root = two_checkpoints("keep-last-fallback");
+  flip_byte(root / "step-00000004" / "rank-00000.bin", 5000);
+  const std::string damaged = read_all(root / "step-00000004" / "rank-00000.bin");
+  TrainConfig c = tiny(6);
+  c.save = root.string();
+  c.resume = "auto";
+  c.keep_last = 1;
+  c.checkpoint_every = 1;
+  const TrainSummary s = run(c);
+  ASSERT_FALSE(s.steps.empty());
+  EXPECT_EQ(s.steps.front().step, 3) << "auto did not fall back to step 2";
+  // The newest (step 6) and the resumed-from (step 2) stay; steps 3 and 5 went, one at a time,
+  // once a newer one was complete.
+  std::vector<std::string> left;
+  for (const std::string& d : step_directories(root.string())) left.push_back(fs::path(d).filename().string());
+  EXPECT_EQ(left, (std::vector<std::string>{"step-00000006", "step-00000002"}));
+  // The damaged step 4 was in the way of the new step 4: moved aside, byte for byte.
+  ASSERT_TRUE(fs::exists(root / "step-00000004.superseded" / "rank-00000.bin"));
+  EXPECT_EQ(read_all(root / "step-00000004.superseded" / "rank-00000.bin"), damaged);
+  // And the next requeue resumes from the newest.
+  TrainConfig next = tiny(8);
+  next.save = root.string();
+  next.resume = "auto";
+  next.keep_last = 1;
+  const TrainSummary t = run(next);
+  ASSERT_FALSE(t.steps.empty());
+  EXPECT_EQ(t.steps.front().step, 7);
+}
+
+// Retention counts only checkpoints that read back: a damaged newer one is neither counted (it
+// would push out the good ones) nor deleted; older ones beyond the newest that verify may go.
+TEST(CheckpointFiles, KeepLastNeverCountsNorDeletesADamagedCheckpoint) {
+  const fs::path root = two_checkpoints("keep-last-damaged");
+  flip_byte(root / "step-00000004" / "rank-00000.bin", 7000);
+  TrainConfig c = tiny(3);
+  c.save = root.string();
+  c.resume = (root / "step-00000002").string();
+  c.keep_last = 1;
+  run(c);
+  std::vector<std::string> left;
+  for (const std::string& d : step_directories(root.string())) left.push_back(fs::path(d).filename().string());
+  // step 4 damaged, step 3 the newest, step 2 the resumed-from: none may go.
+  EXPECT_EQ(left, (std::vector<std::string>{"step-00000004", "step-00000003", "step-00000002"}));
+}
+
+TEST(CheckpointFiles, ResumeAutoOverOnlyIncompleteDirectoriesStartsAtStepZeroAndDeletesNothing) {
+  const fs::path root = two_checkpoints("only-incomplete");
+  fs::remove(root / "step-00000002" / "COMPLETE");
+  fs::remove(root / "step-00000004" / "COMPLETE");
+  const std::string shard = read_all(root / "step-00000004" / "rank-00000.bin");
+  EXPECT_EQ(first_step_resuming_auto(root, 3), 1) << "a job killed during its first save must restart from step 0";
+  EXPECT_EQ(read_all(root / "step-00000004" / "rank-00000.bin"), shard);
+  EXPECT_TRUE(fs::exists(root / "step-00000002" / "manifest.json"));
+  // A root named explicitly (not auto) with nothing complete is refused, naming what is missing.
+  TrainConfig explicit_root = tiny(3);
+  fs::remove_all(root / "step-00000003");
+  explicit_root.resume = root.string();
+  const std::string why = error_of([&] { run(explicit_root); });
+  EXPECT_NE(why.find("holds no complete checkpoint"), std::string::npos) << why;
+}
+
+TEST(CheckpointFiles, AnExistingSaveDirectoryIsProbedForWritingBeforeAnyStep) {
+  const std::string why = error_of([&] { check_checkpoint_root("/proc/self"); });
+  EXPECT_NE(why.find("--save '/proc/self': cannot write in the directory '/proc/self'"), std::string::npos) << why;
 }
 
 TEST(CheckpointFiles, TheExportedSafetensorsFileGivesPyTorchTheSameLogits) {
