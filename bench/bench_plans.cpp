@@ -16,7 +16,7 @@
 #include "train/train_step.hpp"
 #include "engine/plan_report.hpp"
 #include "engine/sharded_engine.hpp"
-#include "schedule/simulator.hpp"
+#include "sim/simulator.hpp"
 
 namespace strata {
 
@@ -63,7 +63,7 @@ void bench_plans(const PlanBenchSettings& s) {
     ShardedEngine engine(config, s.batch, s.seq_len, 1, comm, options);
     const double ms = 1e3 * median_step_seconds(engine, comm, config.vocab_size, s.batch, s.seq_len, s.grad_accum, s.steps,
                                      s.warmup);
-    nlohmann::json report = plan_report(engine);
+    nlohmann::json report = plan_report(engine.report_inputs());
     report["bench"] = "plans";
     report["model"] = s.model;
     report["batch_per_rank"] = s.batch;
@@ -80,7 +80,7 @@ void bench_plans(const PlanBenchSettings& s) {
       in.micro_batch = s.batch;
       in.seq_len = s.seq_len;
       in.grad_accum = s.grad_accum;
-      in.dtype = dtype;
+      in.weight_dtype = in.grad_dtype = dtype;
       in.overlap = s.overlap;
       const CostModel cost(simulated, cluster.device);
       const SimulationResult r = replay_schedule(engine.schedule(), in, cost);

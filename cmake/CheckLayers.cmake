@@ -7,7 +7,7 @@ if(NOT SOURCE_ROOT)
 endif()
 get_filename_component(SOURCE_ROOT "${SOURCE_ROOT}" ABSOLUTE)
 
-set(layers core quant topo comm comm/mpi model plan schedule optim engine train cli)
+set(layers core quant topo comm comm/mpi model plan schedule sim optim engine train cli)
 set(allowed_core     core)
 set(allowed_quant    core quant)
 set(allowed_topo     core topo)
@@ -16,10 +16,11 @@ set(allowed_comm/mpi core quant topo comm comm/mpi)
 set(allowed_model    core model)
 set(allowed_plan     core quant topo model plan)
 set(allowed_schedule core quant topo comm model plan schedule)
+set(allowed_sim      core quant topo comm model plan schedule sim)
 set(allowed_optim    core model optim)
-set(allowed_engine   core quant topo comm model plan schedule optim engine)
-set(allowed_train    core quant topo comm comm/mpi model plan schedule optim engine train)
-set(allowed_cli      core quant topo comm comm/mpi model plan schedule optim engine train cli)
+set(allowed_engine   core quant topo comm model plan schedule sim optim engine)
+set(allowed_train    core quant topo comm model plan schedule sim optim engine train)
+set(allowed_cli      core quant topo comm comm/mpi model plan schedule sim optim engine train cli)
 
 # The layer a path (relative to SOURCE_ROOT, or an include path) belongs to: the longest table
 # entry it starts with; empty when none.

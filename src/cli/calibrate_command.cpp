@@ -11,6 +11,8 @@
 #include "comm/mpi/mpi_runtime.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "comm/agreement.hpp"
+#include "train/engine_setup.hpp"
 #include "train/output_policy.hpp"
 #include "train/calibration.hpp"
 
@@ -61,29 +63,29 @@ void print_calibration(const Calibration& c, const std::string& path) {
   fmt::print("cluster file: {} (strata simulate --cluster {} --nodes N)\n", path, path);
 }
 
-void run_calibrate(const CalibrateState& st) {
-  const bool root = MpiRuntime::world_rank() == 0;
+void run_calibrate(CalibrateState st) {
+  MpiCommunicator world(Topology::parse("flat", MpiRuntime::world_size()));
+  const bool root = world.rank() == 0;
   std::unique_ptr<Topology> topology;
   std::string problem;
   try {
-    topology = std::make_unique<Topology>(Topology::parse(st.topology, MpiRuntime::world_size()));
+    topology = std::make_unique<Topology>(resolve_topology(st.topology, world.world_size()));
     // Rank 0 writes the file: a path it cannot write is refused before anything is measured.
     if (root) require_output(st.out, "--out", calibrated_cluster_output(), {st.settings.device_from}, st.force);
   } catch (const Error& e) {
     problem = e.what();
   }
-  if (MpiRuntime::any_rank(!problem.empty())) {
-    if (!problem.empty()) fmt::print(stderr, "strata: error: {}\n", problem);
-    throw AgreedExit{kExitUsage};
-  }
+  exit_if_any_failed(world, problem, kExitUsage);
+  st.settings.ranks_on_host = MpiRuntime::ranks_on_this_host();
   MpiCommunicator comm(*topology);
   Calibration c;
+  problem.clear();
   try {
     c = calibrate(comm, st.settings);
   } catch (const Error& e) {
-    if (root) fmt::print(stderr, "strata: error: {}\n", e.what());
-    throw AgreedExit{kExitUsage};
+    problem = e.what();
   }
+  exit_if_any_failed(world, problem, kExitUsage);
   if (!root) return;
   write_file_atomically(st.out, "# " + c.cluster.description + "\n" + c.cluster.to_toml());
   print_calibration(c, st.out);

@@ -10,7 +10,7 @@
 
 #include "cli/simulation_options.hpp"
 #include "core/error.hpp"
-#include "schedule/planner.hpp"
+#include "sim/planner.hpp"
 
 namespace strata {
 
@@ -43,7 +43,7 @@ void run_plan(const PlanState& st) {
   if (result.ranked.empty()) {
     fmt::print("no plan fits. The smallest needs {:.4g} GB per device ({}, prefetch {}): activations {:.4g} GB of it; "
                "try a smaller --micro-batch, --activation-checkpointing or more nodes.\n",
-               gb(result.dropped.front().result.memory.total()), plan_spec(result.dropped.front().plan, topology),
+               gb(result.dropped.front().result.memory.total()), result.dropped.front().plan.spec(topology),
                result.dropped.front().prefetch, gb(result.dropped.front().result.memory.activations));
     return;
   }
@@ -54,7 +54,7 @@ void run_plan(const PlanState& st) {
     const PlanCandidate& c = result.ranked[i];
     fmt::print("{:>3} {:<16} {:>8} {:>10.4g} {:>10.4g} {:>9.4g} {:>10.4g}  {}\n", i + 1, c.plan.name, c.prefetch,
                c.result.step_seconds, c.result.exposed_seconds, c.result.tflops_per_device(), gb(c.result.memory.total()),
-               plan_spec(c.plan, topology));
+               c.plan.spec(topology));
   }
   fmt::print("\n");
   for (std::size_t i = 0; i < shown && i + 1 < result.ranked.size(); ++i) {

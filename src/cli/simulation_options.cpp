@@ -123,7 +123,7 @@ SimulationInputs simulation_inputs(const SimulationFlags& f, const ClusterModel&
   }
   const std::string dtype = f.dtype.empty() ? cluster.dtype : f.dtype;
   STRATA_REQUIRE(dtype == "f32" || dtype == "bf16", "--dtype must be f32 or bf16 (got '{}')", dtype);
-  in.dtype = dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  in.weight_dtype = in.grad_dtype = dtype == "bf16" ? DType::kBF16 : DType::kF32;
   STRATA_REQUIRE(f.overlap == 0 || f.overlap == 1, "--overlap must be 0 or 1 (got {})", f.overlap);
   in.overlap = f.overlap == 1;
   in.activation_checkpointing = f.activation_checkpointing;
@@ -152,7 +152,7 @@ std::string describe_model(const SimulationInputs& in, int ranks) {
                      "devices = {} sequences per step; {}{}",
                      in.model.name, static_cast<double>(in.model.parameter_count()) / 1e9, in.model.n_layer,
                      in.model.n_embd, in.model.n_head, in.seq_len, in.micro_batch, in.grad_accum, ranks,
-                     static_cast<long long>(in.micro_batch) * in.grad_accum * ranks, dtype_name(in.dtype),
+                     static_cast<long long>(in.micro_batch) * in.grad_accum * ranks, dtype_name(in.weight_dtype),
                      in.activation_checkpointing ? ", activation checkpointing" : "");
 }
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "schedule/simulator.hpp"
+#include "sim/simulator.hpp"
 
 namespace strata {
 

@@ -14,7 +14,10 @@
 
 #include "core/exit_codes.hpp"
 #include "cli/train_options.hpp"
+#include "comm/agreement.hpp"
+#include "comm/mpi/mpi_communicator.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
+#include "comm/mpi/node_check.hpp"
 #include "comm/mpi/mpi_watchdog.hpp"
 #include "core/error.hpp"
 #include "train/engine_setup.hpp"
@@ -53,12 +56,14 @@ std::string configuration_difference(const std::string& mine) {
 }
 
 void run_train(TrainCommandState& state, const CLI::App& command) {
-  const int rank = MpiRuntime::world_rank();
+  const int world = MpiRuntime::world_size();
   // From the start: a rank that stopped or left early never leaves the others waiting forever.
-  if (MpiRuntime::world_size() > 1) {
+  if (world > 1) {
     const double t = state.config.collective_timeout;
     start_mpi_watchdog(std::isfinite(t) && t >= 0.0 ? t : 300.0);
   }
+  // Every agreement before the engine exists goes over the whole job.
+  MpiCommunicator job(Topology::parse("flat", world));
   std::unique_ptr<Trainer> trainer;
   EngineSetup setup;
   std::string problem;
@@ -66,42 +71,30 @@ void run_train(TrainCommandState& state, const CLI::App& command) {
     if (!state.config_file.empty()) apply_config_file(state.config_file, state.specs, command);
     state.config.validate();
     state.config.resolve_defaults();
-    setup = plan_engine(state.config, MpiRuntime::world_size());
-    trainer = std::make_unique<Trainer>(state.config);
+    setup = plan_engine(state.config, world);
+    trainer = std::make_unique<Trainer>(state.config, job.rank(), world);
   } catch (const std::exception& e) {  // strata::Error, and std::bad_alloc or the like
     problem = e.what();
   }
-  const MpiRuntime::Failures failed = MpiRuntime::failures(!problem.empty());
-  if (failed.count > 0) {
-    if (rank == failed.first) {
-      const int world = MpiRuntime::world_size();
-      const std::string who = world == 1              ? ""
-                              : failed.count == world ? " (every rank)"
-                                                      : fmt::format(" (rank {}; {} of {} ranks failed)", rank,
-                                                                    failed.count, world);
-      fmt::print(stderr, "strata: error{}: {}\n", who, problem);
-    }
-    throw AgreedExit{kExitUsage};
-  }
+  exit_if_any_failed(job, problem, kExitUsage);
   // Ranks launched with different flags or files (an MPMD launch) would go on until a collective
   // failed to match: they agree on one configuration first.
-  if (MpiRuntime::world_size() > 1) {
-    const std::string difference = configuration_difference(options_as_toml(state.specs));
-    const MpiRuntime::Failures differ = MpiRuntime::failures(!difference.empty());
-    if (differ.count > 0) {
-      if (rank == differ.first) fmt::print(stderr, "strata: error: {}\n", difference);
-      throw AgreedExit{kExitUsage};
-    }
-  }
-  if (rank == 0) {
+  if (world > 1) exit_if_any_failed(job, configuration_difference(options_as_toml(state.specs)), kExitUsage);
+  if (job.rank() == 0) {
     fmt::print("resolved configuration (TOML, reusable with --config):\n{}\n", options_as_toml(state.specs));
   }
   // From here ranks make collective calls: a failure on one must end them all at once, before
   // the trainer's destructors could wait on collectives the peers will never join.
   try {
-    if (MpiRuntime::world_size() > 1) start_mpi_watchdog(state.config.collective_timeout);  // the value agreed on
-    connect_engine(setup, state.config);
-    trainer->run(*setup.engine, std::cout, setup.notes);
+    if (world > 1) start_mpi_watchdog(state.config.collective_timeout);  // the value agreed on
+    const int ranks_here = MpiRuntime::ranks_on_this_host();
+    connect_engine(
+        setup, state.config,
+        [](const Topology& topology) { return std::make_unique<MpiCommunicator>(topology); }, ranks_here);
+    if (setup.sharded()) {
+      if (const std::string nodes = describe_declared_nodes(*setup.topology); !nodes.empty()) setup.notes.push_back(nodes);
+    }
+    trainer->run(*setup.engine, *setup.comm, std::cout, setup.notes);
   } catch (const std::exception& e) {
     MpiRuntime::abort(e.what(), kExitFailure);
   }

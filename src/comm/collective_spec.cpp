@@ -60,6 +60,7 @@ std::string collective_kind_name(CollectiveKind kind) {
     case CollectiveKind::kReduceScatter: return "reduce-scatter";
     case CollectiveKind::kAllReduce: return "all-reduce";
     case CollectiveKind::kControlSum: return "control sum";
+    case CollectiveKind::kControlMax: return "control max";
   }
   return "?";
 }

@@ -20,6 +20,7 @@ enum class CollectiveKind {
   kReduceScatter,  // `elements` in, each rank ends with its summed elements / span piece
   kAllReduce,      // a reduce-scatter then an all-gather over the same levels
   kControlSum,     // `elements` scalars (fp64) summed over the levels: loss, gradient norm
+  kControlMax,     // `elements` scalars (fp64), their maximum over the levels: an agreement
 };
 
 // A collective over the levels [first_level, last_level] (none when last < first).
@@ -35,7 +36,7 @@ struct CollectiveSpec {
   QuantFormat quant{QuantBits::kNone, 0};
 
   bool empty() const { return kind == CollectiveKind::kNone || last_level < first_level; }
-  bool is_control() const { return kind == CollectiveKind::kControlSum; }
+  bool is_control() const { return kind == CollectiveKind::kControlSum || kind == CollectiveKind::kControlMax; }
   bool operator==(const CollectiveSpec&) const = default;
 };
 

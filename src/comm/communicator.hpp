@@ -20,6 +20,8 @@ class CommRequest {
   virtual void wait() = 0;
 };
 
+enum class ControlOp { kSum, kMax };
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -47,8 +49,10 @@ class Communicator {
                                                          int level) = 0;
   virtual void broadcast(void* buffer, std::size_t count, DType type, int root_coordinate, int level) = 0;
 
-  // Sums `count` doubles over the ranks differing only in levels first..last (control traffic).
-  virtual void all_reduce_control(double* values, int count, int first_level, int last_level) = 0;
+  // Sums (or takes the maximum of) `count` doubles over the ranks differing only in levels
+  // first..last: control traffic (losses, norms, agreements), metered apart from the data.
+  virtual void all_reduce_control(double* values, int count, int first_level, int last_level,
+                                  ControlOp op = ControlOp::kSum) = 0;
   virtual void barrier() = 0;
 };
 

@@ -39,13 +39,14 @@ double LocalEngine::grad_norm() {
   return std::sqrt(total);
 }
 
-void LocalEngine::optimizer_step(const AdamWHyper& hyper, double lr, int step, float grad_scale) {
+bool LocalEngine::optimizer_step(const UpdateOperands& update) {
   const OpScope scope(Op::kOptimizer);
   for (std::size_t u = 0; u < layout().unit_count(); ++u) {
     const UnitLayout& unit = layout().unit(u);
     adamw_update_unit_slice(unit, Range{0, unit.numel}, params_.unit(u), grads_.unit(u), m_.unit(u), v_.unit(u),
-                            hyper, static_cast<float>(lr), step, grad_scale);
+                            update.hyper, static_cast<float>(update.lr), update.step, update.grad_scale);
   }
+  return update.stop_requested;  // the only rank
 }
 
 std::vector<CheckpointPiece> LocalEngine::checkpoint_pieces() {

@@ -29,7 +29,7 @@ class LocalEngine final : public TrainingEngine {
                          float loss_scale) override;
   float evaluate(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) override;
   double grad_norm() override;
-  void optimizer_step(const AdamWHyper& hyper, double lr, int step, float grad_scale) override;
+  bool optimizer_step(const UpdateOperands& update) override;
   std::vector<CheckpointPiece> checkpoint_pieces() override;
   void load_checkpoint(const CheckpointReader& reader) override;
   CheckpointRun checkpoint_run() const override;

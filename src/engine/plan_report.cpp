@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace strata {
@@ -18,12 +19,12 @@ std::string human(double bytes) {
 
 }  // namespace
 
-nlohmann::json plan_report(ShardedEngine& engine) {
-  const Topology& t = engine.communicator().topology();
-  const ShardPlan& plan = engine.plan();
-  const ShardedEngineOptions& opt = engine.options();
-  const MeasuredMemory mem = engine.measured_memory();
-  const ScheduleCounts& counts = engine.schedule_counts();
+nlohmann::json plan_report(const PlanReportInputs& in) {
+  const Topology& t = *in.topology;
+  const ShardPlan& plan = in.step->plan;
+  const StepOptions& opt = *in.step;
+  const MeasuredMemory& mem = in.memory;
+  const ScheduleCounts& counts = *in.counts;
   nlohmann::json r;
   r["plan"] = plan.name;
   r["plan_levels"] = plan.describe(t);
@@ -32,10 +33,10 @@ nlohmann::json plan_report(ShardedEngine& engine) {
   r["weight_dtype"] = std::string(dtype_name(opt.weight_dtype));
   r["grad_dtype"] = std::string(dtype_name(opt.grad_dtype));
   r["grad_accum"] = opt.grad_accum;
-  r["steps_measured"] = engine.steps_run();
-  r["schedule_ops"] = engine.schedule().ops.size();
+  r["steps_measured"] = in.steps_run;
+  r["schedule_ops"] = in.schedule->ops.size();
 
-  for (const ResidentState& s : engine.schedule().resident) {
+  for (const ResidentState& s : in.schedule->resident) {
     const std::uint64_t measured = s.state == "weights" ? mem.weights : s.state == "grads" ? mem.grads : mem.optimizer;
     r["memory"].push_back({{"state", s.state}, {"level", level_label(t, s.level)}, {"span", s.span},
                            {"schedule_bytes", s.bytes}, {"measured_bytes", measured}});
@@ -49,8 +50,8 @@ nlohmann::json plan_report(ShardedEngine& engine) {
   r["measured_scheduled_peak_bytes"] = mem.scheduled_peak;
   r["collective_scratch_peak_bytes"] = mem.scratch_peak;
 
-  const TrafficMeter& meter = engine.communicator().meter();
-  const auto steps = static_cast<std::uint64_t>(std::max(1, engine.steps_run()));
+  const TrafficMeter& meter = *in.meter;
+  const auto steps = static_cast<std::uint64_t>(std::max(1, in.steps_run));
   for (int l = 0; l < t.level_count(); ++l) {
     const auto ll = static_cast<std::size_t>(l);
     const LevelTraffic micro = meter.at(l, TrafficPhase::kMicroBatch);
@@ -120,15 +121,14 @@ std::string format_plan_report(const nlohmann::json& r) {
                        measured ? fmt::format("{:.1f}ms", l["measured_step_seconds"].get<double>() * 1e3) : std::string("-"));
   }
   out += fmt::format("  (micro and boundary: the schedule's count; sent and received: the traffic meter)\n");
-  out += fmt::format("  control (loss and norm scalars, not above): {} all-reduces per step in the schedule; {} over the "
-                     "run, {}\n",
+  out += fmt::format("  control (loss, norm and stop scalars, not above): {} all-reduces per step in the schedule; {} "
+                     "over the run, {}\n",
                      r["control"]["schedule_calls_per_step"].get<std::uint64_t>(),
                      r["control"]["measured_calls"].get<std::uint64_t>(), human(r["control"]["measured_bytes"].get<double>()));
   return out;
 }
 
-nlohmann::json job_traffic_totals(ShardedEngine& engine) {
-  Communicator& comm = engine.communicator();
+nlohmann::json job_traffic_totals(Communicator& comm) {
   const Topology& t = comm.topology();
   const TrafficMeter& meter = comm.meter();
   const int levels = t.level_count(), outer = levels - 1;

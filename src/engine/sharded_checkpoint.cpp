@@ -7,7 +7,6 @@
 #include "comm/hierarchical.hpp"
 #include "engine/sharded_engine.hpp"
 #include "engine/unit_collectives.hpp"
-#include "schedule/planner.hpp"
 
 namespace strata {
 
@@ -58,7 +57,7 @@ void ShardedEngine::load_checkpoint(const CheckpointReader& reader) {
     narrow_to(u.primary.data(), weights.data(), u.weight_len, options_.weight_dtype);
     u.grad_shard.fill_zero();
   }
-  ++epoch_;  // every secondary copy predates the loaded weights
+  weights_changed();  // every secondary copy predates the loaded weights
   micro_ = 0;
   reduced_ = false;
 }
@@ -67,7 +66,7 @@ CheckpointRun ShardedEngine::checkpoint_run() const {
   CheckpointRun run;
   run.engine = "sharded";
   run.world = comm_.world_size();
-  run.plan = plan_spec(options_.plan, comm_.topology());
+  run.plan = options_.plan.spec(comm_.topology());
   run.topology = comm_.topology().to_string();
   run.weight_dtype = std::string(dtype_name(options_.weight_dtype));
   run.batch_size = gpt_.batch();

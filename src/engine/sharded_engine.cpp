@@ -17,7 +17,7 @@
 #include "engine/unit_collectives.hpp"
 #include "optim/adamw.hpp"
 #include "optim/grad_norm.hpp"
-#include "schedule/chrome_trace.hpp"
+#include "sim/chrome_trace.hpp"
 #include "schedule/validate.hpp"
 
 namespace strata {
@@ -33,20 +33,8 @@ ShardedEngine::ShardedEngine(const GptConfig& config, int batch, int seq_len, st
   const Topology& t = comm_.topology();
   options_.plan.validate(t);
 
-  ScheduleInputs in;
-  in.layout = &layout();
-  in.topology = &t;
-  in.plan = options_.plan;
-  in.grad_accum = options_.grad_accum;
-  in.tokens_per_micro = gpt_.tokens_per_batch();
-  in.seq_len = seq_len;
-  in.weight_dtype = options_.weight_dtype;
-  in.grad_dtype = options_.grad_dtype;
-  in.prefetch = options_.prefetch;
-  in.max_live_bytes = options_.max_live_bytes;
-  schedule_ = build_step_schedule(in);
-  in.mode = ScheduleMode::kEvaluate;
-  eval_schedule_ = build_step_schedule(in);
+  schedule_ = build_step_schedule(schedule_inputs(layout(), t, options_, batch, seq_len));
+  eval_schedule_ = build_step_schedule(schedule_inputs(layout(), t, options_, batch, seq_len, ScheduleMode::kEvaluate));
   if (options_.validate) {
     require_valid_schedule(schedule_, "training step");
     require_valid_schedule(eval_schedule_, "evaluation");
@@ -111,13 +99,14 @@ std::span<const unsigned char> ShardedEngine::secondary_copy(int unit) const {
   const UnitShard& u = *units_.at(static_cast<std::size_t>(unit));
   const std::string& name = layout().unit(static_cast<std::size_t>(unit)).name;
   STRATA_REQUIRE(u.secondary_len != 0, "unit '{}' has no secondary copy under plan {}", name, options_.plan.name);
-  STRATA_REQUIRE(u.secondary != nullptr,
+  STRATA_REQUIRE(u.secondary_state != SecondaryResidency::kNone,
                  "the secondary copy of unit '{}' is not held: it is made in forward and dropped once backward has "
                  "gathered from it",
                  name);
-  STRATA_REQUIRE(u.secondary_epoch == epoch_,
-                 "the secondary copy of unit '{}' is stale: made at weight epoch {}, the weights are at epoch {}", name,
-                 u.secondary_epoch, epoch_);
+  STRATA_REQUIRE(u.secondary_state != SecondaryResidency::kStale,
+                 "the secondary copy of unit '{}' is stale: made before the weights last changed (an update or a "
+                 "checkpoint load)",
+                 name);
   return {u.secondary->data(), u.secondary->size()};
 }
 
@@ -130,10 +119,22 @@ std::string ShardedEngine::description() const {
                      options_.prefetch, bound, options_.overlap ? "on (communication thread)" : "off");
 }
 
-nlohmann::json ShardedEngine::traffic_totals() { return job_traffic_totals(*this); }
+nlohmann::json ShardedEngine::traffic_totals() { return job_traffic_totals(comm_); }
+
+PlanReportInputs ShardedEngine::report_inputs() const {
+  PlanReportInputs in;
+  in.topology = &comm_.topology();
+  in.step = &options_;
+  in.schedule = &schedule_;
+  in.counts = &counts_;
+  in.memory = measured_memory();
+  in.meter = &comm_.meter();
+  in.steps_run = steps_run_;
+  return in;
+}
 
 std::string ShardedEngine::report() {
-  std::string out = format_plan_report(plan_report(*this));
+  std::string out = format_plan_report(plan_report(report_inputs()));
   const OverlapStats o = overlap_stats();
   if (o.collectives > 0) {
     out += fmt::format(
@@ -151,7 +152,7 @@ void ShardedEngine::acquire_buffer(const BufferEffect& b) {
   const std::uint64_t fp32 = u.padded * sizeof(float);
   switch (b.kind) {
     case BufferKind::kGathered: {
-      STRATA_CHECK(!u.compute && !u.staging, "unit {} is gathered twice", b.unit);
+      STRATA_CHECK(u.weights == WeightResidency::kSharded && !u.compute, "unit {} is gathered twice", b.unit);
       STRATA_CHECK(b.bytes >= fp32, "the schedule allocates {} bytes for gathering unit {}, less than its {} fp32 bytes",
                    b.bytes, b.unit, fp32);
       u.compute = scheduled_.acquire(fp32, false);
@@ -160,14 +161,15 @@ void ShardedEngine::acquire_buffer(const BufferEffect& b) {
       break;
     }
     case BufferKind::kSecondary:
-      STRATA_CHECK(!u.secondary && b.bytes == u.secondary_len * dtype_size(options_.weight_dtype),
+      STRATA_CHECK(u.secondary_state == SecondaryResidency::kNone && b.bytes == u.secondary_len * dtype_size(options_.weight_dtype),
                    "the secondary copy of unit {}: {} bytes allocated, {} elements held", b.unit, b.bytes, u.secondary_len);
       u.secondary = scheduled_.acquire(b.bytes, false);
       break;
     case BufferKind::kUnitGrad:
-      STRATA_CHECK(!u.grad && b.bytes == fp32, "the unit gradient of unit {}: {} bytes for {} elements", b.unit, b.bytes,
-                   u.padded);
+      STRATA_CHECK(u.unit_grad == GradResidency::kNone && b.bytes == fp32, "the unit gradient of unit {}: {} bytes for {} elements",
+                   b.unit, b.bytes, u.padded);
       u.grad = scheduled_.acquire(b.bytes, true);
+      u.unit_grad = GradResidency::kOpen;
       break;
     case BufferKind::kCount: break;
   }
@@ -180,32 +182,67 @@ void ShardedEngine::release_buffer(const BufferEffect& b) {
   UnitShard& u = shard(b.unit);
   switch (b.kind) {
     case BufferKind::kGathered:
-      STRATA_CHECK(!u.gather, "unit {} is released while its gather is in flight", b.unit);
+      STRATA_CHECK(u.weights != WeightResidency::kGathering, "unit {} is released while its gather is in flight", b.unit);
       scheduled_.release(std::move(u.compute));
       scheduled_.release(std::move(u.staging));
-      u.gather_waited = false;
+      u.weights = WeightResidency::kSharded;
       break;
-    case BufferKind::kSecondary: scheduled_.release(std::move(u.secondary)); break;
+    case BufferKind::kSecondary:
+      scheduled_.release(std::move(u.secondary));
+      u.secondary_state = SecondaryResidency::kNone;
+      break;
     case BufferKind::kUnitGrad:
-      STRATA_CHECK(!u.reduction, "the gradient of unit {} is freed while its reduction is in flight", b.unit);
+      STRATA_CHECK(u.unit_grad != GradResidency::kReducing, "the gradient of unit {} is freed while its reduction is in flight",
+                   b.unit);
       scheduled_.release(std::move(u.grad));
+      u.unit_grad = GradResidency::kNone;
       break;
     case BufferKind::kCount: break;
   }
   live_by_kind_[static_cast<std::size_t>(b.kind)] -= b.bytes;
 }
 
+void ShardedEngine::weights_changed() {
+  for (auto& u : units_) {
+    if (u->secondary_state == SecondaryResidency::kHeld) u->secondary_state = SecondaryResidency::kStale;
+  }
+}
+
+// ---- the table's accesses against the residency -------------------------------------------
+
+void ShardedEngine::check_accesses(const ScheduleOp& op) {
+  for (const Access& a : op_accesses(schedule_, op)) {
+    if (a.unit < 0) continue;
+    const UnitShard& u = shard(a.unit);
+    const std::string what = resource_name(schedule_, a.resource, a.unit);
+    switch (a.resource) {
+      case Resource::kGathered:
+        // A gather's start writes the copy it allocated; everything else needs it complete.
+        if (a.after == After::kInFlight) {
+          STRATA_CHECK(u.weights == WeightResidency::kSharded, "{} would gather {}, which is {}", op_kind_name(op.kind),
+                       what, residency_name(u.weights));
+        } else if (a.read) {
+          STRATA_CHECK(u.weights == WeightResidency::kGathered, "{} reads {}, which is {} (the schedule computes with "
+                       "a unit before its gather completed)", op_kind_name(op.kind), what, residency_name(u.weights));
+        }
+        break;
+      case Resource::kSecondary:
+        if (a.read) (void)secondary_copy(a.unit);  // refuses a missing or stale copy with a sentence
+        break;
+      case Resource::kUnitGrad:
+        STRATA_CHECK(u.unit_grad != GradResidency::kNone, "{} touches {}, which is not allocated", op_kind_name(op.kind),
+                     what);
+        break;
+      default: break;
+    }
+  }
+}
+
 // ---- the ops --------------------------------------------------------------------------------
 
-void ShardedEngine::start_gather(const ScheduleOp& op) {
+std::function<void()> ShardedEngine::gather_task(const ScheduleOp& op) {
   UnitShard& u = shard(op.unit);
   const DType wt = options_.weight_dtype;
-  u.gather_waited = false;
-  if (op.comm.empty()) {
-    // Replicated weights: nothing to gather; bf16 ones are widened for compute.
-    if (u.compute) widen_from(reinterpret_cast<float*>(u.compute->data()), u.primary.data(), u.padded, wt);
-    return;
-  }
   STRATA_CHECK(op.comm.dtype == wt && op.comm.elements == u.padded, "a gather of unit {} as {} elements of {}", op.unit,
                op.comm.elements, dtype_name(op.comm.dtype));
   const bool secondary = op.source == WeightSource::kSecondary;
@@ -224,73 +261,113 @@ void ShardedEngine::start_gather(const ScheduleOp& op) {
                  quantized_gather_bytes(spec.quant, from_len, span));
     // Decoded into fp32; bf16 working weights compute with bf16 values, as unquantized ones do,
     // so the secondary copy taken from them is exact.
-    u.gather = comm_thread_->post(task_name(op), [this, spec, phase, from, wt, from_len, stage, compute, padded] {
+    return [this, spec, phase, from, wt, from_len, stage, compute, padded] {
       comm_.meter().set_phase(phase);
       start_quantized_all_gather(comm_, spec.quant, from, wt, from_len, spec.first_level, spec.last_level, stage,
                                  compute)
           ->wait();
       if (wt == DType::kBF16) round_to_bf16(compute, padded);
-    });
-    return;
+    };
   }
   STRATA_CHECK(staging == (wt == DType::kF32 ? 0 : u.padded * dtype_size(wt)),
                "the schedule stages {} bytes for the {} gather of unit {}", staging, dtype_name(wt), op.unit);
-  u.gather = comm_thread_->post(task_name(op), [this, spec, phase, from, from_len, stage, compute, padded, wt] {
+  return [this, spec, phase, from, from_len, stage, compute, padded, wt] {
     comm_.meter().set_phase(phase);
     start_unit_gather(comm_, spec, from, from_len, stage)->wait();
     if (stage != compute) widen_from(compute, stage, padded, wt);  // bf16 staging
-  });
+  };
 }
 
-void ShardedEngine::wait_gather(const ScheduleOp& op) {
+void ShardedEngine::start(const ScheduleOp& op) {
   UnitShard& u = shard(op.unit);
-  if (u.gather) {
-    u.gather->wait();
-    u.gather.reset();
+  switch (op.kind) {
+    case OpKind::kGatherStart:
+      u.weights = WeightResidency::kGathering;
+      if (op.comm.empty()) {
+        // Replicated weights: nothing to gather; bf16 ones are widened for compute.
+        if (u.compute) widen_from(reinterpret_cast<float*>(u.compute->data()), u.primary.data(), u.padded, options_.weight_dtype);
+        return;
+      }
+      u.gather = comm_thread_->post(task_name(op), gather_task(op));
+      return;
+    case OpKind::kReduceScatterStart: {
+      STRATA_CHECK(op.comm.elements == u.padded, "a reduce-scatter of unit {} as {} elements", op.unit, op.comm.elements);
+      STRATA_CHECK(u.unit_grad == GradResidency::kOpen, "a reduce-scatter of unit {} whose gradient is {}", op.unit,
+                   residency_name(u.unit_grad));
+      const CollectiveSpec spec = op.comm;
+      const TrafficPhase phase = op.phase;
+      float* gradient = gradient_target(op.unit);
+      UnitShard* unit = &u;
+      u.unit_grad = GradResidency::kReducing;
+      u.reduce_task = comm_thread_->post(task_name(op), [this, unit, spec, phase, gradient] {
+        comm_.meter().set_phase(phase);
+        unit->reduction = start_unit_reduce_scatter(comm_, spec, gradient, scratch_);
+        unit->reduction->complete();
+      });
+      return;
+    }
+    default: STRATA_CHECK(false, "{} is not a start", op_kind_name(op.kind));
   }
-  u.gather_waited = true;
 }
 
-// From the gathered fp32 copy, the values forward computed with (decoded ones under qwZ), so
-// backward computes with the same weights.
-void ShardedEngine::keep_secondary(const ScheduleOp& op) {
+void ShardedEngine::wait(const ScheduleOp& op) {
   UnitShard& u = shard(op.unit);
-  STRATA_CHECK(u.gather_waited && u.secondary && u.compute, "keep_secondary of unit {} without a gathered copy", op.unit);
-  narrow_to(u.secondary->data(), reinterpret_cast<const float*>(u.compute->data()) + u.secondary_offset, u.secondary_len,
-            options_.weight_dtype);
-  u.secondary_epoch = epoch_;
+  switch (op.kind) {
+    case OpKind::kGatherWait:
+      STRATA_CHECK(u.weights == WeightResidency::kGathering, "a gather wait of unit {} that is {}", op.unit,
+                   residency_name(u.weights));
+      if (u.gather) {
+        u.gather->wait();
+        u.gather.reset();
+      }
+      u.weights = WeightResidency::kGathered;
+      return;
+    case OpKind::kReduceScatterWait:
+      STRATA_CHECK(u.reduce_task != nullptr && u.unit_grad == GradResidency::kReducing,
+                   "a reduce-scatter wait of unit {} without its start", op.unit);
+      u.reduce_task->wait();
+      u.reduce_task.reset();
+      u.reduction->accumulate(u.grad_shard.data(), u.grad_len);
+      u.reduction.reset();
+      u.unit_grad = GradResidency::kOpen;  // its free effect drops it
+      return;
+    default: STRATA_CHECK(false, "{} is not a wait", op_kind_name(op.kind));
+  }
 }
 
 const float* ShardedEngine::weights(int unit) {
   UnitShard& u = shard(unit);
-  STRATA_CHECK(u.gather_waited, "the schedule computes with unit '{}' before its gather completed",
-               layout().unit(static_cast<std::size_t>(unit)).name);
+  STRATA_CHECK(u.weights == WeightResidency::kGathered, "the schedule computes with unit '{}' while it is {}",
+               layout().unit(static_cast<std::size_t>(unit)).name, residency_name(u.weights));
   if (u.compute) return reinterpret_cast<const float*>(u.compute->data());
   return reinterpret_cast<const float*>(u.primary.data());  // replicated fp32: compute in place
 }
 
-float* ShardedEngine::grad_target(int unit) {
+// Where the table says a backward op writes the unit's gradient (schedule/op_effects).
+float* ShardedEngine::gradient_target(int unit) {
   UnitShard& u = shard(unit);
-  if (options_.plan.grads == kReplicated) return u.grad_shard.data();  // accumulate in place
+  if (gradient_resource(schedule_) == Resource::kGradShard) return u.grad_shard.data();  // accumulate in place
   STRATA_CHECK(u.grad != nullptr, "the schedule writes the gradient of unit {} without allocating it", unit);
   return reinterpret_cast<float*>(u.grad->data());
 }
 
-void ShardedEngine::compute(const ScheduleOp& op) {
+void ShardedEngine::compute(const ScheduleOp& op, const SegmentOperands& x) {
   const auto emb = static_cast<int>(ModelLayout::kEmbeddingUnit);
   const auto fin = static_cast<int>(layout().final_norm_unit());
+  STRATA_CHECK(x.tokens.size() == gpt_.tokens_per_batch() && x.targets.size() == gpt_.tokens_per_batch(),
+               "{} with {} tokens for a micro-batch of {}", op_kind_name(op.kind), x.tokens.size(), gpt_.tokens_per_batch());
   if (op.kind == OpKind::kForward) {
     switch (op.stage) {
-      case ComputeStage::kEmbedding: gpt_.embedding_forward(weights(emb), tokens_); break;
+      case ComputeStage::kEmbedding: gpt_.embedding_forward(weights(emb), x.tokens); break;
       case ComputeStage::kBlock: gpt_.block_forward(op.layer, weights(op.unit)); break;
-      case ComputeStage::kHead: loss_ = gpt_.head_forward(weights(fin), weights(emb), targets_); break;
+      case ComputeStage::kHead: break;  // returns the loss: see local()
       case ComputeStage::kNone: break;
     }
     return;
   }
   switch (op.stage) {
     case ComputeStage::kHead:
-      gpt_.head_backward(weights(fin), weights(emb), grad_target(fin), grad_target(emb), loss_scale_);
+      gpt_.head_backward(weights(fin), weights(emb), gradient_target(fin), gradient_target(emb), x.loss_scale);
       break;
     case ComputeStage::kBlock:
       // The last block: the next block's gather is already in flight there.
@@ -298,10 +375,106 @@ void ShardedEngine::compute(const ScheduleOp& op) {
                        op.layer == layout().config().n_layer - 1),
                      "injected failure (STRATA_INJECT_FAILURE={}:{}) in the backward of block {}", options_.fail_rank,
                      options_.fail_step, op.layer);
-      gpt_.block_backward(op.layer, weights(op.unit), grad_target(op.unit));
+      gpt_.block_backward(op.layer, weights(op.unit), gradient_target(op.unit));
       break;
-    case ComputeStage::kEmbedding: gpt_.embedding_backward(grad_target(emb)); break;
+    case ComputeStage::kEmbedding: gpt_.embedding_backward(gradient_target(emb)); break;
     case ComputeStage::kNone: break;
+  }
+}
+
+void ShardedEngine::local(const ScheduleOp& op, const SegmentOperands& x, SegmentResults& results) {
+  switch (op.kind) {
+    case OpKind::kKeepSecondary: {
+      // From the gathered fp32 copy, the values forward computed with (decoded ones under qwZ), so
+      // backward computes with the same weights.
+      UnitShard& u = shard(op.unit);
+      STRATA_CHECK(u.weights == WeightResidency::kGathered && u.secondary && u.compute,
+                   "keep_secondary of unit {} without a gathered copy", op.unit);
+      narrow_to(u.secondary->data(), reinterpret_cast<const float*>(u.compute->data()) + u.secondary_offset,
+                u.secondary_len, options_.weight_dtype);
+      u.secondary_state = SecondaryResidency::kHeld;
+      return;
+    }
+    case OpKind::kRelease:
+      // Its free effect drops the copy (replicated fp32 weights have none: they compute in place).
+      shard(op.unit).weights = WeightResidency::kSharded;
+      return;
+    case OpKind::kForward:
+      if (op.stage == ComputeStage::kHead) {
+        const auto emb = static_cast<int>(ModelLayout::kEmbeddingUnit);
+        const auto fin = static_cast<int>(layout().final_norm_unit());
+        compute(op, x);  // the token check
+        results.local_loss = gpt_.head_forward(weights(fin), weights(emb), x.targets);
+        return;
+      }
+      compute(op, x);
+      return;
+    case OpKind::kBackward: compute(op, x); return;
+    case OpKind::kOptimizerStep: {
+      const OpScope scope(Op::kOptimizer);
+      UnitShard& u = shard(op.unit);
+      const UpdateOperands& up = x.update;
+      adamw_update_unit_slice(layout().unit(static_cast<std::size_t>(op.unit)),
+                              Range{u.optim_offset, u.optim_offset + u.optim_len}, u.master.data(), u.reduced_grad(),
+                              u.m.data(), u.v.data(), up.hyper, static_cast<float>(up.lr), up.step, up.grad_scale);
+      return;
+    }
+    case OpKind::kBumpEpoch: weights_changed(); return;
+    default: STRATA_CHECK(false, "{} is not local work", op_kind_name(op.kind));
+  }
+}
+
+void ShardedEngine::blocking(const ScheduleOp& op, const SegmentOperands& x, SegmentResults& results) {
+  UnitShard* u = op.unit >= 0 ? &shard(op.unit) : nullptr;
+  switch (op.kind) {
+    case OpKind::kLossReduce: {
+      double loss = results.local_loss;
+      if (!op.comm.empty()) {
+        run_collective(op, [&] { comm_.all_reduce_control(&loss, 1, op.comm.first_level, op.comm.last_level); });
+      }
+      // Every rank's loss is a mean over its rows; the global mean is their average.
+      results.loss = loss / comm_.world_size();
+      return;
+    }
+    case OpKind::kReduceScatterReplicas:
+      STRATA_CHECK(op.comm.elements == u->grad_len, "a replica reduce-scatter of unit {} as {} elements", op.unit,
+                   op.comm.elements);
+      run_collective(op, [&] { reduce_scatter_replicas(comm_, op.comm, u->grad_shard.data(), u->reduced_grad(), scratch_); });
+      return;
+    case OpKind::kAllReduceReplicas:
+      STRATA_CHECK(op.comm.elements == u->optim_len, "a replica all-reduce of unit {} as {} elements", op.unit,
+                   op.comm.elements);
+      run_collective(op, [&] { all_reduce_replicas(comm_, op.comm, u->reduced_grad(), scratch_); });
+      return;
+    case OpKind::kGradNorm: {
+      const OpScope scope(Op::kGradNorm);
+      double sum = 0.0;
+      for (const auto& s : units_) sum += sum_of_squares(s->reduced_grad(), s->optim_len);
+      if (!op.comm.empty()) {
+        run_collective(op, [&] { comm_.all_reduce_control(&sum, 1, op.comm.first_level, op.comm.last_level); });
+      }
+      results.norm = std::sqrt(sum);
+      return;
+    }
+    case OpKind::kGatherUpdated:
+      STRATA_CHECK(op.comm.elements == u->weight_len && op.comm.dtype == options_.weight_dtype,
+                   "the updated weights of unit {} as {} elements", op.unit, op.comm.elements);
+      run_collective(op, [&] {
+        gather_updated(comm_, op.comm, u->master.data(), u->optim_len, u->optim_offset, u->primary.data(),
+                       u->weight_offset);
+      });
+      return;
+    case OpKind::kAgreeStop: {
+      double stop = x.update.stop_requested ? 1.0 : 0.0;
+      if (!op.comm.empty()) {
+        run_collective(op, [&] {
+          comm_.all_reduce_control(&stop, 1, op.comm.first_level, op.comm.last_level, ControlOp::kMax);
+        });
+      }
+      results.stop = stop != 0.0;
+      return;
+    }
+    default: STRATA_CHECK(false, "{} is not a blocking collective", op_kind_name(op.kind));
   }
 }
 
@@ -322,96 +495,33 @@ void ShardedEngine::run_collective(const ScheduleOp& op, const std::function<voi
 }
 
 void ShardedEngine::execute(const ScheduleOp& op) {
+  SegmentResults ignored;
+  execute(op, SegmentOperands{}, ignored);
+}
+
+void ShardedEngine::execute(const ScheduleOp& op, const SegmentOperands& operands, SegmentResults& results) {
   const std::int64_t begin = options_.record_timeline ? steady_now_ns() : 0;
-  execute_op(op);
+  const OpKindInfo& info = op_kind_info(op.kind);
+  for (const BufferEffect& b : op.alloc) acquire_buffer(b);
+  check_accesses(op);
+  switch (info.sync) {
+    case OpSync::kLocal: local(op, operands, results); break;
+    case OpSync::kStart: start(op); break;
+    case OpSync::kWait: wait(op); break;
+    case OpSync::kBlocking: blocking(op, operands, results); break;
+  }
+  for (const BufferEffect& b : op.free) release_buffer(b);
+  if (record_executed_) executed_.push_back({op.kind, info.sync, op.alloc, op.free});
   if (options_.record_timeline) compute_spans_.push_back({task_name(op), begin, steady_now_ns()});
 }
 
-void ShardedEngine::execute_op(const ScheduleOp& op) {
-  for (const BufferEffect& b : op.alloc) acquire_buffer(b);
-  UnitShard* u = op.unit >= 0 ? &shard(op.unit) : nullptr;
-  switch (op.kind) {
-    case OpKind::kGatherStart: start_gather(op); break;
-    case OpKind::kGatherWait: wait_gather(op); break;
-    case OpKind::kKeepSecondary: keep_secondary(op); break;
-    case OpKind::kRelease: break;  // its free effect drops the copy
-    case OpKind::kForward:
-    case OpKind::kBackward: compute(op); break;
-    case OpKind::kLossReduce: {
-      double loss = loss_;
-      if (!op.comm.empty()) {
-        run_collective(op, [&] { comm_.all_reduce_control(&loss, 1, op.comm.first_level, op.comm.last_level); });
-      }
-      // Every rank's loss is a mean over its rows; the global mean is their average.
-      reduced_loss_ = loss / comm_.world_size();
-      break;
-    }
-    case OpKind::kReduceScatterStart: {
-      STRATA_CHECK(op.comm.elements == u->padded, "a reduce-scatter of unit {} as {} elements", op.unit, op.comm.elements);
-      STRATA_CHECK(!u->reduce_task, "a second reduce-scatter of unit {} while one is in flight", op.unit);
-      const CollectiveSpec spec = op.comm;
-      const TrafficPhase phase = op.phase;
-      float* gradient = grad_target(op.unit);
-      u->reduce_task = comm_thread_->post(task_name(op), [this, u, spec, phase, gradient] {
-        comm_.meter().set_phase(phase);
-        u->reduction = start_unit_reduce_scatter(comm_, spec, gradient, scratch_);
-        u->reduction->complete();
-      });
-      break;
-    }
-    case OpKind::kReduceScatterWait:
-      STRATA_CHECK(u->reduce_task != nullptr, "a reduce-scatter wait of unit {} without its start", op.unit);
-      u->reduce_task->wait();
-      u->reduce_task.reset();
-      u->reduction->accumulate(u->grad_shard.data(), u->grad_len);
-      u->reduction.reset();
-      break;
-    case OpKind::kReduceScatterReplicas:
-      STRATA_CHECK(op.comm.elements == u->grad_len, "a replica reduce-scatter of unit {} as {} elements", op.unit,
-                   op.comm.elements);
-      run_collective(op, [&] {
-        reduce_scatter_replicas(comm_, op.comm, u->grad_shard.data(), u->grad_shard.data() + u->reduced_offset, scratch_);
-      });
-      break;
-    case OpKind::kAllReduceReplicas:
-      STRATA_CHECK(op.comm.elements == u->optim_len, "a replica all-reduce of unit {} as {} elements", op.unit,
-                   op.comm.elements);
-      run_collective(op, [&] { all_reduce_replicas(comm_, op.comm, u->grad_shard.data() + u->reduced_offset, scratch_); });
-      break;
-    case OpKind::kGradNorm: {
-      const OpScope scope(Op::kGradNorm);
-      double sum = 0.0;
-      for (const auto& s : units_) sum += sum_of_squares(s->grad_shard.data() + s->reduced_offset, s->optim_len);
-      if (!op.comm.empty()) {
-        run_collective(op, [&] { comm_.all_reduce_control(&sum, 1, op.comm.first_level, op.comm.last_level); });
-      }
-      norm_ = std::sqrt(sum);
-      break;
-    }
-    case OpKind::kOptimizerStep: {
-      const OpScope scope(Op::kOptimizer);
-      adamw_update_unit_slice(layout().unit(static_cast<std::size_t>(op.unit)),
-                              Range{u->optim_offset, u->optim_offset + u->optim_len}, u->master.data(),
-                              u->grad_shard.data() + u->reduced_offset, u->m.data(), u->v.data(), hyper_, lr_, step_,
-                              clip_scale_);
-      break;
-    }
-    case OpKind::kGatherUpdated:
-      STRATA_CHECK(op.comm.elements == u->weight_len && op.comm.dtype == options_.weight_dtype,
-                   "the updated weights of unit {} as {} elements", op.unit, op.comm.elements);
-      run_collective(op, [&] {
-        gather_updated(comm_, op.comm, u->master.data(), u->optim_len, u->optim_offset, u->primary.data(),
-                       u->weight_offset);
-      });
-      break;
-    case OpKind::kBumpEpoch: ++epoch_; break;
+SegmentResults ShardedEngine::run(const StepSchedule& schedule, int segment, const SegmentOperands& operands) {
+  SegmentResults results;
+  for (int i : segment_order(schedule, segment, options_.shuffle_seed)) {
+    execute(schedule.ops[static_cast<std::size_t>(i)], operands, results);
   }
-  for (const BufferEffect& b : op.free) release_buffer(b);
-}
-
-void ShardedEngine::run(int segment) {
-  run_segment(schedule_, segment, *this, options_.shuffle_seed);
   comm_.meter().set_phase(TrafficPhase::kOther);
+  return results;
 }
 
 // ---- the TrainingEngine interface ----------------------------------------------------------
@@ -429,41 +539,40 @@ float ShardedEngine::forward_backward(std::span<const std::int32_t> inputs, std:
   STRATA_REQUIRE(micro_ < options_.grad_accum,
                  "forward_backward called for micro-batch {} of a step the schedule gives {} micro-batches", micro_ + 1,
                  options_.grad_accum);
-  tokens_ = inputs;
-  targets_ = targets;
+  SegmentOperands x;
+  x.tokens = inputs;
+  x.targets = targets;
   // Each rank's gradient carries 1 / world, so the reductions are plain sums.
-  loss_scale_ = loss_scale / static_cast<float>(comm_.world_size());
-  run(micro_);
+  x.loss_scale = loss_scale / static_cast<float>(comm_.world_size());
+  const SegmentResults r = run(schedule_, micro_, x);
   ++micro_;
-  return static_cast<float>(reduced_loss_);
+  return static_cast<float>(r.loss);
 }
 
 float ShardedEngine::evaluate(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
-  tokens_ = inputs;
-  targets_ = targets;
-  run_segment(eval_schedule_, 0, *this, options_.shuffle_seed);
-  comm_.meter().set_phase(TrafficPhase::kOther);
-  return static_cast<float>(reduced_loss_);
+  SegmentOperands x;
+  x.tokens = inputs;
+  x.targets = targets;
+  return static_cast<float>(run(eval_schedule_, 0, x).loss);
 }
 
 double ShardedEngine::grad_norm() {
   STRATA_REQUIRE(micro_ == options_.grad_accum, "the gradient norm after {} of the step's {} micro-batches", micro_,
                  options_.grad_accum);
-  if (!reduced_) run(reduce_segment_);
+  if (!reduced_) norm_ = run(schedule_, reduce_segment_, SegmentOperands{}).norm;
   reduced_ = true;
   return norm_;
 }
 
-void ShardedEngine::optimizer_step(const AdamWHyper& hyper, double lr, int step, float grad_scale) {
+bool ShardedEngine::optimizer_step(const UpdateOperands& update) {
   grad_norm();
-  hyper_ = hyper;
-  lr_ = static_cast<float>(lr);
-  step_ = step;
-  clip_scale_ = grad_scale;
-  run(update_segment_);
+  SegmentOperands x;
+  x.update = update;
+  const SegmentResults r = run(schedule_, update_segment_, x);
   reduced_ = false;
   micro_ = 0;
   ++steps_run_;
+  return r.stop;
 }
 
 }  // namespace strata

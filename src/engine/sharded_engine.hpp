@@ -21,6 +21,8 @@
 #include "model/gpt.hpp"
 #include "plan/shard_plan.hpp"
 #include "schedule/counting_executor.hpp"
+#include "engine/plan_report.hpp"
+#include "schedule/op_effects.hpp"
 #include "schedule/op_executor.hpp"
 #include "schedule/step_schedule.hpp"
 
@@ -32,12 +34,8 @@ inline constexpr bool kValidateSchedulesByDefault = false;
 inline constexpr bool kValidateSchedulesByDefault = true;
 #endif
 
-struct ShardedEngineOptions {
-  ShardPlan plan;
-  DType weight_dtype = DType::kF32;  // working weights (and their collectives)
-  DType grad_dtype = DType::kF32;    // communicated gradients; accumulation is always fp32
-  int prefetch = 1;                  // stages gathered ahead of the one computing (0: none)
-  std::uint64_t max_live_bytes = 0;  // bound on gathered-but-not-released bytes (0: none)
+// The step's settings (plan, accumulation, dtypes, prefetch, live bound), then the executor's.
+struct ShardedEngineOptions : StepOptions {
   // Collectives run on a communication thread while compute goes on (needs an MPI library with
   // MPI_THREAD_SERIALIZED); off: each runs on the calling thread when its op is reached.
   bool overlap = true;
@@ -46,7 +44,6 @@ struct ShardedEngineOptions {
   // of this engine): a testing aid for the job-wide abort (STRATA_INJECT_FAILURE). -1: off.
   int fail_rank = -1, fail_step = -1;
   bool record_timeline = false;  // keep every op's and every collective's span (timeline())
-  int grad_accum = 1;                // micro-batches per step: the schedule holds every one
   bool validate = kValidateSchedulesByDefault;  // check the schedules when the engine is made
   // 0: run each segment in list order. Otherwise a seeded random order that respects the
   // dependencies (the same on every rank): a test that the dependencies are complete.
@@ -62,15 +59,26 @@ struct OverlapStats {
   double hidden_fraction() const { return communication_s > 0 ? 1.0 - exposed_s / communication_s : 0.0; }
 };
 
-struct MeasuredMemory {
-  std::uint64_t weights = 0;
-  std::uint64_t grads = 0;
-  std::uint64_t optimizer = 0;
-  // Buffers the schedule allocates (gathered units, secondary copies, unit gradients): the peak
-  // of all together and of each kind, from the sizes of the buffers actually held.
-  std::uint64_t scheduled_peak = 0;
-  std::array<std::uint64_t, ScheduleCounts::kBuffers> scheduled_peak_by_kind{};
-  std::uint64_t scratch_peak = 0;  // collective staging (narrowed copies, received pieces)
+// Everything a segment of the schedule is told by the call that runs it, as one value: the
+// micro-batch's tokens and loss scale, the update's operands. And what it answers.
+struct SegmentOperands {
+  std::span<const std::int32_t> tokens, targets;
+  float loss_scale = 1.0f;  // already divided by the world size (the reductions are sums)
+  UpdateOperands update;
+};
+struct SegmentResults {
+  float local_loss = 0.0f;  // this rank's loss of the micro-batch (head forward, for the reduction)
+  double loss = 0.0;   // the micro-batch loss's mean over every rank (loss reduction)
+  double norm = 0.0;   // the global gradient norm (boundary reduction)
+  bool stop = false;   // whether any rank asked to stop (update)
+};
+
+// What the engine did with one op, for the test that every executor reads the same table: the
+// sync path it took and the buffers it acquired and released.
+struct ExecutedOp {
+  OpKind kind;
+  OpSync sync;
+  std::vector<BufferEffect> acquired, released;
 };
 
 class ShardedEngine final : public TrainingEngine, public OpExecutor {
@@ -85,7 +93,7 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
                          float loss_scale) override;
   float evaluate(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) override;
   double grad_norm() override;
-  void optimizer_step(const AdamWHyper& hyper, double lr, int step, float grad_scale) override;
+  bool optimizer_step(const UpdateOperands& update) override;
   int data_parallel_rank() const override { return comm_.rank(); }
   int data_parallel_size() const override { return comm_.world_size(); }
   std::vector<CheckpointPiece> checkpoint_pieces() override;
@@ -97,9 +105,13 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   std::string timeline_json() const override { return timeline().dump(); }
   nlohmann::json traffic_totals() override;
 
-  // One op of the schedule, exactly as written (the OpExecutor interface). Public so that tests
-  // can drive the engine through hand-made sequences.
+  // One op of the schedule, exactly as written. Public so that tests can drive the engine through
+  // hand-made sequences; the OpExecutor form runs it with no tokens and default operands.
+  void execute(const ScheduleOp& op, const SegmentOperands& operands, SegmentResults& results);
   void execute(const ScheduleOp& op) override;
+  // With record: every op executed from here on, in order.
+  void record_executed_ops(bool record) { record_executed_ = record; }
+  const std::vector<ExecutedOp>& executed_ops() const { return executed_; }
 
   const ModelLayout& layout() const { return gpt_.layout(); }
   const ShardPlan& plan() const { return options_.plan; }
@@ -110,6 +122,8 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   const ScheduleCounts& schedule_counts() const { return counts_; }
   Communicator& communicator() { return comm_; }
   MeasuredMemory measured_memory() const;
+  // What the plan report (engine/plan_report) is made from.
+  PlanReportInputs report_inputs() const;
   OverlapStats overlap_stats() const;
   // The recorded spans as a Chrome trace (chrome://tracing, Perfetto): this rank is the process,
   // compute ops one thread and collectives another. Needs record_timeline.
@@ -118,11 +132,11 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   // the traffic meter has seen.
   int steps_run() const { return steps_run_; }
 
-  // Weights change at every optimizer step and checkpoint load; each bumps the epoch.
-  std::uint64_t epoch() const { return epoch_; }
   // This rank's secondary copy of a unit; refused with strata::Error when it is not held (never
-  // made, or dropped after the backward gather used it) or stale (made before the current epoch).
+  // made, or dropped after the backward gather used it) or stale (made before the weights last
+  // changed: an update or a checkpoint load).
   std::span<const unsigned char> secondary_copy(int unit) const;
+  SecondaryResidency secondary_residency(int unit) const { return units_.at(static_cast<std::size_t>(unit))->secondary_state; }
 
   // The full fp32 master weights of a unit (unpadded), gathered over the optimizer levels.
   // Collective.
@@ -130,19 +144,24 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
 
  private:
   UnitShard& shard(int unit) { return *units_.at(static_cast<std::size_t>(unit)); }
-  void run(int segment);
+  SegmentResults run(const StepSchedule& schedule, int segment, const SegmentOperands& operands);
   void acquire_buffer(const BufferEffect& b);
   void release_buffer(const BufferEffect& b);
-  void start_gather(const ScheduleOp& op);
-  void wait_gather(const ScheduleOp& op);
-  void keep_secondary(const ScheduleOp& op);
+  // The table's accesses of the op, checked against each unit's residency before it runs.
+  void check_accesses(const ScheduleOp& op);
+  // The four ways an op runs (schedule/op_effects: its sync), each with the kind's own work.
+  void start(const ScheduleOp& op);
+  void wait(const ScheduleOp& op);
+  void blocking(const ScheduleOp& op, const SegmentOperands& operands, SegmentResults& results);
+  void local(const ScheduleOp& op, const SegmentOperands& operands, SegmentResults& results);
+  std::function<void()> gather_task(const ScheduleOp& op);
   const float* weights(int unit);
-  float* grad_target(int unit);
-  void compute(const ScheduleOp& op);
-  void execute_op(const ScheduleOp& op);
+  float* gradient_target(int unit);
+  void compute(const ScheduleOp& op, const SegmentOperands& operands);
   void run_collective(const ScheduleOp& op, const std::function<void()>& work);
   std::string task_name(const ScheduleOp& op) const;
   void gather_full(const AlignedBuffer<float>& slice, UnitShard& u, float* full);
+  void weights_changed();  // every held secondary copy becomes stale
 
   Communicator& comm_;
   ShardedEngineOptions options_;
@@ -159,20 +178,12 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   std::vector<std::unique_ptr<UnitShard>> units_;
   std::vector<TaskSpan> compute_spans_;      // with record_timeline: every op this thread ran
   std::array<std::uint64_t, ScheduleCounts::kBuffers> live_by_kind_{}, peak_by_kind_{};
-  std::uint64_t epoch_ = 1;
   int steps_run_ = 0;
   int micro_ = 0;          // micro-batches of this step run so far
   bool reduced_ = false;   // the boundary reduction of this step has run
-  double norm_ = 0.0;
-
-  // Set for the duration of a forward_backward / evaluate / optimizer_step call.
-  std::span<const std::int32_t> tokens_, targets_;
-  float loss_scale_ = 1.0f;
-  float loss_ = 0.0f;        // this rank's loss of the current micro-batch
-  double reduced_loss_ = 0;  // the mean over every rank, from the loss reduction
-  AdamWHyper hyper_;
-  float lr_ = 0.0f, clip_scale_ = 1.0f;
-  int step_ = 0;
+  double norm_ = 0.0;      // the last boundary reduction's norm (asked for again by optimizer_step)
+  bool record_executed_ = false;
+  std::vector<ExecutedOp> executed_;
 };
 
 }  // namespace strata

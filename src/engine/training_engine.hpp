@@ -13,6 +13,15 @@
 
 namespace strata {
 
+// What one optimizer step is told, handed over as one value.
+struct UpdateOperands {
+  AdamWHyper hyper;
+  double lr = 0.0;
+  int step = 1;               // counts from 1
+  float grad_scale = 1.0f;    // multiplies the gradient first (clipping)
+  bool stop_requested = false;  // this rank was asked to stop after this step (a signal)
+};
+
 class TrainingEngine {
  public:
   virtual ~TrainingEngine() = default;
@@ -26,8 +35,9 @@ class TrainingEngine {
   virtual float evaluate(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) = 0;
   // Global L2 norm of the accumulated gradient.
   virtual double grad_norm() = 0;
-  // step counts from 1; grad_scale multiplies the gradient first (clipping).
-  virtual void optimizer_step(const AdamWHyper& hyper, double lr, int step, float grad_scale) = 0;
+  // The update. Returns whether any rank asked to stop after this step: the agreement is part of
+  // the step (a scheduled control op in the sharded engine), so no rank stops alone.
+  virtual bool optimizer_step(const UpdateOperands& update) = 0;
 
   // This process's place among the data-parallel replicas: it trains rows
   // [rank * batch, (rank + 1) * batch) of every global batch.

@@ -18,6 +18,27 @@
 
 namespace strata {
 
+// A unit's residency, as explicit states (in the manner of FSDP2's per-parameter state): what may
+// be read now is the state, never inferred from which buffers happen to be allocated.
+enum class WeightResidency {
+  kSharded,    // only the primary shard (no compute copy)
+  kGathering,  // the compute copy is allocated and its gather posted, not waited for
+  kGathered,   // the compute copy is complete: compute may read it
+};
+enum class SecondaryResidency {
+  kNone,   // no secondary (hpZ) copy held
+  kHeld,   // held, made from the current weights
+  kStale,  // held, but the weights changed since (an update or a checkpoint load): never read
+};
+enum class GradResidency {
+  kNone,      // no unit-gradient buffer
+  kOpen,      // allocated; this micro-batch's backward writes into it
+  kReducing,  // its reduce-scatter is in flight; nothing may touch it until the wait
+};
+const char* residency_name(WeightResidency r);
+const char* residency_name(SecondaryResidency r);
+const char* residency_name(GradResidency r);
+
 struct UnitShard {
   std::size_t numel = 0, padded = 0;
   // Element ranges of this rank's shards, in unit coordinates.
@@ -25,7 +46,7 @@ struct UnitShard {
   std::size_t secondary_offset = 0, secondary_len = 0;  // blocks under a plan with a secondary level
   std::size_t grad_offset = 0, grad_len = 0;
   std::size_t optim_offset = 0, optim_len = 0;
-  std::size_t reduced_offset = 0;  // the optimizer slice inside the gradient shard
+  std::size_t reduced_offset = 0;  // where the optimizer slice starts inside the gradient shard
 
   // Resident for the whole run.
   AlignedBuffer<unsigned char> primary;  // weight_len working-dtype elements
@@ -38,12 +59,19 @@ struct UnitShard {
   // padded working-dtype copy of an unquantized bf16 gather, widened at the wait.
   ScratchPool::Buffer staging;
   ScratchPool::Buffer secondary;  // secondary_len working-dtype elements
-  std::uint64_t secondary_epoch = 0;  // the weight epoch the secondary copy was made at
   ScratchPool::Buffer grad;       // fp32, padded: this micro-batch's unit gradient (sharded gradients)
+
+  WeightResidency weights = WeightResidency::kSharded;
+  SecondaryResidency secondary_state = SecondaryResidency::kNone;
+  GradResidency unit_grad = GradResidency::kNone;
+
+  // The gradient after the boundary's replica reduction: the optimizer slice's values, which sit
+  // inside the gradient shard (one index system: the shard, and this slice of it).
+  float* reduced_grad() { return grad_shard.data() + reduced_offset; }
+  const float* reduced_grad() const { return grad_shard.data() + reduced_offset; }
 
   // Collectives in flight.
   std::unique_ptr<CommRequest> gather;
-  bool gather_waited = false;  // the gathered copy is complete
   std::unique_ptr<PendingReduction> reduction;  // made and completed by reduce_task's job
   std::unique_ptr<CommRequest> reduce_task;     // declared last: destroyed (waited for) first
 };

@@ -33,6 +33,15 @@ std::string level_label(const Topology& topology, int level) {
   return fmt::format("{}({})", topology.level(level).name, topology.span(level));
 }
 
+std::string ShardPlan::spec(const Topology& t) const {
+  const auto name = [&](int level) { return level == kReplicated ? std::string("none") : t.level(level).name; };
+  std::string s = fmt::format("weights={},secondary={},grads={},optim={}", name(weights), name(secondary), name(grads),
+                              name(optimizer));
+  if (quant_weights != QuantBits::kNone) s += fmt::format(",quant_weights={}", quant_bits_name(quant_weights));
+  if (quant_grads != QuantBits::kNone) s += fmt::format(",quant_grads={}", quant_bits_name(quant_grads));
+  return s;
+}
+
 std::vector<std::string> ShardPlan::preset_names() {
   return {"ddp", "zero1", "zero2", "zero3", "zeropp", "mics", "hier3"};
 }

@@ -62,6 +62,9 @@ struct ShardPlan {
   // "weights=gcd(2) grads=gpu(8) optim=node(16) secondary=none", then the quantization if any:
   // " quant weights=int8/256 (forward) grads=int4/64"
   std::string describe(const Topology& topology) const;
+  // The plan as a --plan value that parses back to it ("weights=gcd,secondary=none,grads=gpu,..."),
+  // the form a checkpoint and the planner record.
+  std::string spec(const Topology& topology) const;
 };
 
 std::string level_label(const Topology& topology, int level);

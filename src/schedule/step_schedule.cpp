@@ -482,7 +482,14 @@ class Builder {
     }
     ScheduleOp bump = make(OpKind::kBumpEpoch, -1, -1);
     bump.deps = gathered;
-    add(bump);
+    const int bump_id = add(bump);
+    // The ranks agree whether any was asked to stop after this step: one scalar over the world,
+    // a scheduled control op like the loss, so the meter counts it and the simulator prices it.
+    ScheduleOp agree = make(OpKind::kAgreeStop, -1, -1);
+    agree.comm = {CollectiveKind::kControlMax, 0, top_, 1, DType::kF64};
+    agree.deps = {bump_id};
+    if (last_agree_ >= 0) agree.deps.push_back(last_agree_);  // the flag of the step before
+    last_agree_ = add(agree);
   }
 
   const ScheduleInputs& in_;
@@ -492,6 +499,7 @@ class Builder {
   StepSchedule s_;
   int last_compute_ = -1;
   int last_loss_reduce_ = -1;
+  int last_agree_ = -1;
   std::vector<int> released_;       // per unit: the release of its last gathered copy
   std::vector<int> grad_free_;      // per unit: the wait that freed its last unit-gradient buffer
   std::vector<int> grad_writer_;    // per unit: the last op that wrote its gradient shard
@@ -508,27 +516,6 @@ class Builder {
 };
 
 }  // namespace
-
-std::string op_kind_name(OpKind kind) {
-  switch (kind) {
-    case OpKind::kGatherStart: return "gather_start";
-    case OpKind::kGatherWait: return "gather_wait";
-    case OpKind::kKeepSecondary: return "keep_secondary";
-    case OpKind::kRelease: return "release";
-    case OpKind::kForward: return "forward";
-    case OpKind::kBackward: return "backward";
-    case OpKind::kLossReduce: return "loss_reduce";
-    case OpKind::kReduceScatterStart: return "reduce_scatter_start";
-    case OpKind::kReduceScatterWait: return "reduce_scatter_wait";
-    case OpKind::kReduceScatterReplicas: return "reduce_scatter_replicas";
-    case OpKind::kAllReduceReplicas: return "all_reduce_replicas";
-    case OpKind::kGradNorm: return "grad_norm";
-    case OpKind::kOptimizerStep: return "optimizer_step";
-    case OpKind::kGatherUpdated: return "gather_updated";
-    case OpKind::kBumpEpoch: return "bump_epoch";
-  }
-  return "?";
-}
 
 std::string buffer_kind_name(BufferKind kind) {
   switch (kind) {
@@ -553,6 +540,23 @@ std::string describe_op(const StepSchedule& s, int index) {
   const std::string when = op.micro >= 0 ? fmt::format("step {} micro-batch {}", op.step, op.micro)
                                          : fmt::format("step {} boundary", op.step);
   return fmt::format("op {} ({}, {})", index, what, when);
+}
+
+ScheduleInputs schedule_inputs(const ModelLayout& layout, const Topology& topology, const StepOptions& step,
+                               int micro_batch, int seq_len, ScheduleMode mode) {
+  ScheduleInputs in;
+  in.layout = &layout;
+  in.topology = &topology;
+  in.plan = step.plan;
+  in.mode = mode;
+  in.grad_accum = step.grad_accum;
+  in.tokens_per_micro = static_cast<std::size_t>(micro_batch) * static_cast<std::size_t>(seq_len);
+  in.seq_len = seq_len;
+  in.weight_dtype = step.weight_dtype;
+  in.grad_dtype = step.grad_dtype;
+  in.prefetch = step.prefetch;
+  in.max_live_bytes = step.max_live_bytes;
+  return in;
 }
 
 StepSchedule build_step_schedule(const ScheduleInputs& in) {

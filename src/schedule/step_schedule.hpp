@@ -35,6 +35,7 @@ enum class OpKind {
   kOptimizerStep,        // boundary: AdamW on this rank's slice of the unit
   kGatherUpdated,        // boundary: updated weights back to the primary shard (a gather when needed)
   kBumpEpoch,            // boundary: weights changed; every secondary copy made before is stale
+  kAgreeStop,            // boundary: every rank learns whether any was asked to stop after this step
 };
 
 enum class ComputeStage { kNone, kEmbedding, kBlock, kHead };
@@ -112,6 +113,23 @@ struct ScheduleInputs {
   std::uint64_t max_live_bytes = 0;
 };
 
+// The settings a step's program depends on besides the model, the micro-batch and the machine:
+// one struct that the engine's options and the simulator's inputs both are, so every schedule
+// (the engine's, the simulator's, calibration's, the set-up's memory check) is built alike.
+struct StepOptions {
+  ShardPlan plan;
+  int grad_accum = 1;                // micro-batches per step: the schedule holds every one
+  DType weight_dtype = DType::kF32;  // working weights (and their collectives)
+  DType grad_dtype = DType::kF32;    // communicated gradients; accumulation is always fp32
+  int prefetch = 1;                  // stages gathered ahead of the one computing (0: none)
+  std::uint64_t max_live_bytes = 0;  // bound on gathered-but-not-released bytes (0: none)
+};
+
+// The one way from the step's settings to the builder's inputs. micro_batch: this rank's
+// sequences per micro-batch.
+ScheduleInputs schedule_inputs(const ModelLayout& layout, const Topology& topology, const StepOptions& step,
+                               int micro_batch, int seq_len, ScheduleMode mode = ScheduleMode::kTrain);
+
 struct StepSchedule {
   std::vector<ScheduleOp> ops;
   std::vector<ScheduleSegment> segments;
@@ -124,7 +142,7 @@ struct StepSchedule {
 
 StepSchedule build_step_schedule(const ScheduleInputs& in);
 
-std::string op_kind_name(OpKind kind);
+std::string op_kind_name(OpKind kind);  // schedule/op_effects.cpp: from the table
 std::string buffer_kind_name(BufferKind kind);
 // "op 17 (gather_wait of block.3, step 0 micro 1)"
 std::string describe_op(const StepSchedule& schedule, int index);

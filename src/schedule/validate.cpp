@@ -10,113 +10,11 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "schedule/op_effects.hpp"
 
 namespace strata {
 
 namespace {
-
-enum class Resource { kPrimary, kSecondary, kGathered, kUnitGrad, kGradShard, kMaster, kActivations, kLoss, kNorm };
-
-std::string resource_name(const StepSchedule& s, Resource r, int unit) {
-  const std::string of = unit >= 0 && unit < static_cast<int>(s.unit_names.size())
-                             ? " of " + s.unit_names[static_cast<std::size_t>(unit)]
-                             : std::string();
-  switch (r) {
-    case Resource::kPrimary: return "the primary weight shard" + of;
-    case Resource::kSecondary: return "the secondary copy" + of;
-    case Resource::kGathered: return "the gathered weights" + of;
-    case Resource::kUnitGrad: return "the unit gradient" + of;
-    case Resource::kGradShard: return "the gradient shard" + of;
-    case Resource::kMaster: return "the optimizer slice" + of;
-    case Resource::kActivations: return "the activations";
-    case Resource::kLoss: return "the micro-batch loss";
-    case Resource::kNorm: return "the gradient norm";
-  }
-  return "?";
-}
-
-// Transient data must be produced inside the list before it is read; the rest is state that
-// lives across steps.
-bool transient(Resource r) {
-  return r == Resource::kSecondary || r == Resource::kGathered || r == Resource::kUnitGrad || r == Resource::kLoss ||
-         r == Resource::kNorm;
-}
-
-// What a write leaves behind: valid data, or a buffer that must not be read.
-enum class After { kValid, kInFlight, kReleased, kFreed };
-
-struct Access {
-  Resource resource;
-  int unit;
-  bool read;
-  bool write;
-  After after = After::kValid;
-};
-
-bool allocates(const ScheduleOp& op, BufferKind kind, int unit) {
-  for (const auto& a : op.alloc) {
-    if (a.kind == kind && a.unit == unit) return true;
-  }
-  return false;
-}
-
-std::vector<Access> accesses_of(const StepSchedule& s, const ScheduleOp& op) {
-  std::vector<Access> a;
-  const Resource source = op.source == WeightSource::kSecondary ? Resource::kSecondary : Resource::kPrimary;
-  switch (op.kind) {
-    case OpKind::kGatherStart:
-      a.push_back({source, op.unit, true, false});
-      a.push_back({Resource::kGathered, op.unit, false, true, After::kInFlight});
-      break;
-    case OpKind::kGatherWait:
-      a.push_back({source, op.unit, true, false});  // the send buffer is in use until the gather ends
-      a.push_back({Resource::kGathered, op.unit, false, true});
-      if (source == Resource::kSecondary) a.push_back({Resource::kSecondary, op.unit, false, true, After::kFreed});
-      break;
-    case OpKind::kKeepSecondary:
-      a.push_back({Resource::kGathered, op.unit, true, false});
-      a.push_back({Resource::kSecondary, op.unit, false, true});
-      break;
-    case OpKind::kRelease: a.push_back({Resource::kGathered, op.unit, false, true, After::kReleased}); break;
-    case OpKind::kForward:
-    case OpKind::kBackward:
-      for (int u : op.weight_units) a.push_back({Resource::kGathered, u, true, false});
-      a.push_back({Resource::kActivations, -1, true, true});
-      if (op.kind == OpKind::kForward && op.stage == ComputeStage::kHead) a.push_back({Resource::kLoss, -1, false, true});
-      for (int u : op.grad_units) {
-        if (s.grads_partitioned) {
-          a.push_back({Resource::kUnitGrad, u, !allocates(op, BufferKind::kUnitGrad, u), true});
-        } else {
-          a.push_back({Resource::kGradShard, u, true, true});
-        }
-      }
-      break;
-    case OpKind::kLossReduce: a.push_back({Resource::kLoss, -1, true, false}); break;
-    case OpKind::kReduceScatterStart: a.push_back({Resource::kUnitGrad, op.unit, true, false}); break;
-    case OpKind::kReduceScatterWait:
-      a.push_back({Resource::kUnitGrad, op.unit, true, false});
-      a.push_back({Resource::kGradShard, op.unit, true, true});
-      a.push_back({Resource::kUnitGrad, op.unit, false, true, After::kFreed});
-      break;
-    case OpKind::kReduceScatterReplicas:
-    case OpKind::kAllReduceReplicas: a.push_back({Resource::kGradShard, op.unit, true, true}); break;
-    case OpKind::kGradNorm:
-      for (int u = 0; u < s.unit_count; ++u) a.push_back({Resource::kGradShard, u, true, false});
-      a.push_back({Resource::kNorm, -1, false, true});
-      break;
-    case OpKind::kOptimizerStep:
-      a.push_back({Resource::kGradShard, op.unit, true, false});
-      a.push_back({Resource::kNorm, -1, true, false});
-      a.push_back({Resource::kMaster, op.unit, true, true});
-      break;
-    case OpKind::kGatherUpdated:
-      a.push_back({Resource::kMaster, op.unit, true, false});
-      a.push_back({Resource::kPrimary, op.unit, false, true});
-      break;
-    case OpKind::kBumpEpoch: break;
-  }
-  return a;
-}
 
 class Validator {
  public:
@@ -204,11 +102,11 @@ class Validator {
   }
 
   // Every wait depends on exactly one start of the same unit and micro-batch, comes after it, and
-  // every start is waited for once.
+  // every start is waited for once (the pairs are the table's).
   void pairs() {
-    const std::pair<OpKind, OpKind> kinds[] = {{OpKind::kGatherStart, OpKind::kGatherWait},
-                                               {OpKind::kReduceScatterStart, OpKind::kReduceScatterWait}};
-    for (const auto& [start_kind, wait_kind] : kinds) {
+    for (OpKind start_kind : kAllOpKinds) {
+      if (op_kind_info(start_kind).sync != OpSync::kStart) continue;
+      const OpKind wait_kind = op_kind_info(start_kind).pair;
       std::vector<int> waited(static_cast<std::size_t>(n_), 0);
       for (int i = 0; i < n_; ++i) {
         if (at(i).kind != wait_kind) continue;
@@ -241,13 +139,13 @@ class Validator {
     std::map<std::pair<Resource, int>, State> states;
     int last_bump = -1;
     for (int i = 0; i < n_; ++i) {
-      const std::vector<Access> list = accesses_of(s_, at(i));
+      const std::vector<Access> list = op_accesses(s_, at(i));
       for (const Access& a : list) {
         if (!a.read) continue;
         State& st = states[{a.resource, a.unit}];
         const std::string what = resource_name(s_, a.resource, a.unit);
         if (st.writer < 0) {
-          if (transient(a.resource)) problem("{} reads {}, which no earlier op produced", op(i), what);
+          if (is_transient(a.resource)) problem("{} reads {}, which no earlier op produced", op(i), what);
         } else if (st.writer != i) {
           if (!before(st.writer, i)) {
             problem("{} reads {} without depending on {}, which writes it", op(i), what, op(st.writer));
@@ -285,6 +183,17 @@ class Validator {
   void memory() {
     std::map<std::pair<BufferKind, int>, std::uint64_t> live;
     for (int i = 0; i < n_; ++i) {
+      const OpKindInfo& info = op_kind_info(at(i).kind);
+      for (const BufferEffect& b : at(i).alloc) {
+        if (!info.allocates[static_cast<std::size_t>(b.kind)]) {
+          problem("{} allocates a {} buffer, which a {} never does", op(i), buffer_kind_name(b.kind), info.name);
+        }
+      }
+      for (const BufferEffect& b : at(i).free) {
+        if (!info.frees[static_cast<std::size_t>(b.kind)]) {
+          problem("{} frees a {} buffer, which a {} never does", op(i), buffer_kind_name(b.kind), info.name);
+        }
+      }
       for (const BufferEffect& b : at(i).alloc) {
         const std::string what = buffer_kind_name(b.kind);
         if (!live.emplace(std::make_pair(b.kind, b.unit), b.bytes).second) {

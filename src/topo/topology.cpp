@@ -60,15 +60,6 @@ double parse_latency(std::string_view text, std::string_view spec) {
   fail("topology '{}': latency '{}' needs a unit (ns, us, ms or s)", spec, text);
 }
 
-constexpr struct {
-  const char* name;
-  const char* spec;
-} kPresets[] = {
-    {"frontier", "gcd:2@200GB/s~1us,gpu:4@50GB/s~2us,node:*@12.5GB/s~5us"},
-    {"dgx", "gpu:8@300GB/s~2us,node:*@25GB/s~5us"},
-    {"flat", "world:*"},
-};
-
 std::string format_bandwidth(double b) {
   if (b >= 1e12) return fmt::format("{:g}TB/s", b / 1e12);
   if (b >= 1e9) return fmt::format("{:g}GB/s", b / 1e9);
@@ -83,22 +74,14 @@ std::string format_latency(double s) {
 
 }  // namespace
 
-Topology Topology::preset(std::string_view name, int world_size) {
-  for (const auto& p : kPresets) {
-    if (name == p.name) return parse(p.spec, world_size);
-  }
-  fail("unknown topology preset '{}'; known: {}", name, fmt::join(preset_names(), ", "));
-}
-
-std::vector<std::string> Topology::preset_names() {
-  std::vector<std::string> names;
-  for (const auto& p : kPresets) names.emplace_back(p.name);
-  return names;
-}
-
 Topology Topology::parse(std::string_view spec, int world_size) {
   STRATA_REQUIRE(world_size >= 1, "world size must be at least 1 (got {})", world_size);
-  if (spec.find(':') == std::string_view::npos) return preset(spec, world_size);
+  // Hardware presets live with the cluster models (sim/cluster_model), one source of the facts;
+  // the caller resolves their names. Only the machine-free one is known here.
+  if (spec == "flat") return parse("world:*", world_size);
+  STRATA_REQUIRE(spec.find(':') != std::string_view::npos,
+                 "unknown topology '{}': give levels as name:fanout[@bandwidth][~latency] innermost first (e.g. "
+                 "gcd:2,gpu:4,node:*), 'flat', or a cluster preset (frontier, dgx-a100, dgx-h100, cpu)", spec);
   Topology t;
   t.world_size_ = world_size;
   const auto parts = split(spec, ',');

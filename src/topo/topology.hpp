@@ -29,11 +29,9 @@ struct RankGroup {
 class Topology {
  public:
   // spec: "gcd:2,gpu:4,node:*" with optional "@200GB/s" bandwidth and "~2us" latency per level;
-  // the outermost fan-out may be "*" (the rest of the world). A preset name is accepted too.
+  // the outermost fan-out may be "*" (the rest of the world); "flat" is world:*. (Hardware
+  // presets are cluster models: the caller turns their names into specs.)
   static Topology parse(std::string_view spec, int world_size);
-  // frontier (gcd:2@200GB/s, gpu:4@50GB/s, node:*@12.5GB/s), dgx (gpu:8, node:*), flat (world:*).
-  static Topology preset(std::string_view name, int world_size);
-  static std::vector<std::string> preset_names();
 
   int world_size() const { return world_size_; }
   int level_count() const { return static_cast<int>(levels_.size()); }

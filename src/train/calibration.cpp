@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <thread>
 
-#include "comm/mpi/mpi_runtime.hpp"
 #include "core/aligned_buffer.hpp"
 #include "core/error.hpp"
 #include "core/median.hpp"
@@ -17,7 +16,7 @@
 #include "model/gpt.hpp"
 #include "model/init.hpp"
 #include "engine/sharded_engine.hpp"
-#include "schedule/simulator.hpp"
+#include "sim/simulator.hpp"
 #include "schedule/step_schedule.hpp"
 #include "train/train_step.hpp"
 
@@ -35,12 +34,7 @@ double mean_over_ranks(Communicator& comm, double value) {
 std::vector<StageMeasurement> stage_flops(const GptConfig& config, int batch, int seq_len) {
   const ModelLayout layout(config);
   const Topology one = Topology::parse("world:1", 1);
-  ScheduleInputs in;
-  in.layout = &layout;
-  in.topology = &one;
-  in.tokens_per_micro = static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq_len);
-  in.seq_len = seq_len;
-  const StepSchedule s = build_step_schedule(in);
+  const StepSchedule s = build_step_schedule(schedule_inputs(layout, one, StepOptions{}, batch, seq_len));
   std::vector<StageMeasurement> stages;
   for (const char* name : {"block_forward", "block_backward", "head_forward", "head_backward"}) {
     StageMeasurement m;
@@ -159,12 +153,10 @@ void fit_efficiency(Communicator& comm, const CalibrationSettings& s, const GptC
   out.reference_measured_seconds =
       mean_over_ranks(comm, median_step_seconds(engine, comm, config.vocab_size, s.batch, seq_len, accum, s.repeats, 1));
   SimulationInputs in;
+  static_cast<StepOptions&>(in) = o;  // the reference run's own step settings
   in.model = config;
-  in.plan = o.plan;
   in.micro_batch = s.batch;
   in.seq_len = seq_len;
-  in.grad_accum = accum;
-  in.dtype = DType::kF32;
   const int nodes = comm.topology().world_size() / out.cluster.ranks_per_node();
   const Topology topology = out.cluster.topology(nodes);
   // Compute time scales as 1 / efficiency: two replays give the fixed part and the compute part.
@@ -193,7 +185,7 @@ Calibration calibrate(Communicator& comm, const CalibrationSettings& s) {
   STRATA_REQUIRE(seq_len >= 1 && seq_len <= config.context_length,
                  "--seq-len must be between 1 and the model's context length {} (got {})", config.context_length, seq_len);
   Calibration out;
-  out.ranks_on_host = MpiRuntime::ranks_on_this_host();
+  out.ranks_on_host = std::max(1, s.ranks_on_host);
   out.hardware_threads = std::max(1u, std::thread::hardware_concurrency());
   if (s.device_from.empty()) {
     out.stages = stage_flops(config, s.batch, seq_len);

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "schedule/cluster_model.hpp"
+#include "sim/cluster_model.hpp"
 
 namespace strata {
 
@@ -22,6 +22,7 @@ struct CalibrationSettings {
   // kept: only the links are measured. The device is a property of the hosts, best fitted where
   // the links do not dominate the reference step; the links change with the network.
   std::string device_from;
+  int ranks_on_host = 1;  // ranks sharing this host (the launcher knows; for the overlap verdict)
 };
 
 struct LevelMeasurement {

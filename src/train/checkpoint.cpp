@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <regex>
 
-#include "comm/mpi/mpi_runtime.hpp"
+#include "comm/agreement.hpp"
 #include "core/error.hpp"
 #include "core/exit_codes.hpp"
 
@@ -23,31 +23,6 @@ namespace strata {
 namespace fs = std::filesystem;
 
 namespace {
-
-struct Job {
-  int rank = 0, world = 1;
-  bool mpi = false;  // without MPI (a library caller, the unit tests) failures are plain exceptions
-  static Job current() {
-    if (!MpiRuntime::initialized()) return {};
-    return {MpiRuntime::world_rank(), MpiRuntime::world_size(), true};
-  }
-  bool any(bool failed) const { return mpi ? MpiRuntime::any_rank(failed) : failed; }
-};
-
-// Every rank learns whether any failed; the first failing rank prints its sentence and every rank
-// ends with `code`. Without MPI the sentence is thrown.
-void agree_or_throw(const Job& job, const std::string& problem, int code) {
-  if (!job.mpi) {
-    if (!problem.empty()) fail("{}", problem);
-    return;
-  }
-  const MpiRuntime::Failures f = MpiRuntime::failures(!problem.empty());
-  if (f.count == 0) return;
-  if (job.rank == f.first) {
-    fmt::print(stderr, "strata: error{}: {}\n", job.world > 1 ? fmt::format(" on rank {}", job.rank) : "", problem);
-  }
-  throw AgreedExit{code};
-}
 
 bool is_step_name(const std::string& name) {
   static const std::regex pattern("step-[0-9]{8}");
@@ -156,16 +131,17 @@ void apply_retention(const std::string& root, const std::string& newest, int kee
 
 }  // namespace
 
-std::string save_training_checkpoint(TrainingEngine& engine, const ModelLayout& layout, const std::string& root,
-                                     int completed_steps, int keep_last, CheckpointHistory& history) {
-  const Job job = Job::current();
+std::string save_training_checkpoint(TrainingEngine& engine, Communicator& comm, const ModelLayout& layout,
+                                     const std::string& root, int completed_steps, int keep_last,
+                                     CheckpointHistory& history) {
+  const int rank = comm.rank();
   const fs::path dir = fs::path(root) / step_directory_name(completed_steps);
   // Every rank holds the same history, so all decide alike.
   if (history.saved_steps.count(completed_steps) != 0 || same_directory(dir.string(), history.resumed_from)) {
     return dir.string();
   }
   std::string problem;
-  if (job.rank == 0) {
+  if (rank == 0) {
     try {
       std::error_code ec;
       if (fs::exists(dir, ec)) {
@@ -182,33 +158,33 @@ std::string save_training_checkpoint(TrainingEngine& engine, const ModelLayout& 
       problem = fmt::format("cannot create the checkpoint directory '{}': {}", dir.string(), e.what());
     }
   }
-  agree_or_throw(job, problem, kExitFailure);
+  exit_if_any_failed(comm, problem, kExitFailure);
 
   try {
-    write_rank_shard(dir.string(), job.rank, engine.checkpoint_pieces());
+    write_rank_shard(dir.string(), rank, engine.checkpoint_pieces());
   } catch (const Error& e) {
     problem = e.what();
   }
-  bool any_failed = job.any(!problem.empty());
-  if (!any_failed && job.rank == 0) {
+  bool any_failed = any_rank(comm, !problem.empty());
+  if (!any_failed && rank == 0) {
     try {
       CheckpointRun run = engine.checkpoint_run();
       run.completed_steps = completed_steps;
-      write_manifest(dir.string(), layout, run, job.world);
+      write_manifest(dir.string(), layout, run, comm.world_size());
     } catch (const Error& e) {
       problem = e.what();
     }
   }
-  if (!any_failed) any_failed = job.any(!problem.empty());
+  if (!any_failed) any_failed = any_rank(comm, !problem.empty());
   if (any_failed) {
-    if (job.rank == 0) remove_step_directory(dir);  // the previous checkpoints stay as they were
-    agree_or_throw(job, problem.empty() ? std::string() : problem + "; the checkpoint was not written", kExitFailure);
-    // Ranks without a problem of their own still end: agree_or_throw threw on every rank.
+    if (rank == 0) remove_step_directory(dir);  // the previous checkpoints stay as they were
+    exit_if_any_failed(comm, problem.empty() ? std::string() : problem + "; the checkpoint was not written", kExitFailure);
+    // Ranks without a problem of their own still end: exit_if_any_failed threw on every rank.
   }
   history.saved_steps.insert(completed_steps);
   history.damaged.erase(dir.string());  // what was judged under this name was moved aside
   history.verified.insert(dir.string());
-  if (job.rank == 0 && keep_last > 0) apply_retention(root, dir.string(), keep_last, history);
+  if (rank == 0 && keep_last > 0) apply_retention(root, dir.string(), keep_last, history);
   return dir.string();
 }
 
@@ -240,9 +216,9 @@ ResumeChoice choose_resume(const std::string& resume, const std::string& save_ro
   return c;
 }
 
-ResumePoint load_training_checkpoint(TrainingEngine& engine, const ModelLayout& layout, const ResumeChoice& choice,
-                                     int max_steps, std::ostream& out) {
-  const Job job = Job::current();
+ResumePoint load_training_checkpoint(TrainingEngine& engine, Communicator& comm, const ModelLayout& layout,
+                                     const ResumeChoice& choice, int max_steps, std::ostream& out) {
+  const int rank = comm.rank();
   std::vector<std::string> skipped;
   std::string last_refused;
   for (std::size_t i = 0; i < choice.candidates.size(); ++i) {
@@ -250,7 +226,7 @@ ResumePoint load_training_checkpoint(TrainingEngine& engine, const ModelLayout& 
     std::error_code ec;
     // A save killed before its marker: not a checkpoint, and not damage. Skipped when falling
     // back, so a job requeued after dying in its first save restarts by itself.
-    if (choice.fall_back && job.any(!fs::exists(fs::path(dir) / "COMPLETE", ec))) {
+    if (choice.fall_back && any_rank(comm, !fs::exists(fs::path(dir) / "COMPLETE", ec))) {
       skipped.push_back(fs::path(dir).filename().string());
       continue;
     }
@@ -265,9 +241,9 @@ ResumePoint load_training_checkpoint(TrainingEngine& engine, const ModelLayout& 
     } catch (const Error& e) {
       problem = e.what();
     }
-    const bool failed = job.any(!problem.empty());
+    const bool failed = any_rank(comm, !problem.empty());
     if (!failed) {
-      if (!skipped.empty() && job.rank == 0) {
+      if (!skipped.empty() && rank == 0) {
         fmt::print(stderr, "strata: warning: skipped {} (no COMPLETE marker: their saves did not complete)\n",
                    fmt::join(skipped, ", "));
       }
@@ -277,25 +253,25 @@ ResumePoint load_training_checkpoint(TrainingEngine& engine, const ModelLayout& 
     const bool more = choice.fall_back && i + 1 < choice.candidates.size();
     if (!more) {
       if (choice.fall_back && !problem.empty()) problem += "; no older complete checkpoint is left to fall back to";
-      agree_or_throw(job, problem, kExitUsage);
-      fail("rank {} refused checkpoint '{}'", job.rank, dir);  // a rank without a problem of its own
+      exit_if_any_failed(comm, problem, kExitUsage);
+      fail("rank {} refused checkpoint '{}'", rank, dir);  // a rank without a problem of its own
     }
     if (!problem.empty()) {
       fmt::print(stderr, "strata: warning{}: checkpoint refused: {}; trying the one before it\n",
-                 job.world > 1 ? fmt::format(" on rank {}", job.rank) : "", problem);
+                 comm.world_size() > 1 ? fmt::format(" on rank {}", rank) : "", problem);
     }
     fmt::print(out, "resume: {} was refused; trying the one before it\n", dir);
   }
   if (!last_refused.empty()) {
     // Only incomplete directories were left after a refusal: the refusal is the answer.
-    agree_or_throw(job, fmt::format("checkpoint '{}' was refused and no older complete checkpoint is left", last_refused),
+    exit_if_any_failed(comm, fmt::format("checkpoint '{}' was refused and no older complete checkpoint is left", last_refused),
                    kExitUsage);
   }
   if (!choice.fresh_when_none) {
-    agree_or_throw(job, fmt::format("{} holds no complete checkpoint ({} did not complete)", choice.described,
+    exit_if_any_failed(comm, fmt::format("{} holds no complete checkpoint ({} did not complete)", choice.described,
                                     fmt::join(skipped, ", ")), kExitUsage);
   }
-  if (job.rank == 0 && !skipped.empty()) {
+  if (rank == 0 && !skipped.empty()) {
     fmt::print(stderr, "strata: warning: --resume auto found no complete checkpoint ({}: no COMPLETE marker, their "
                        "saves did not complete); starting at step 0 and deleting nothing\n", fmt::join(skipped, ", "));
   }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.hpp"
 #include "engine/training_engine.hpp"
 
 namespace strata {
@@ -31,15 +32,16 @@ struct CheckpointHistory {
   std::set<std::string> damaged;      // complete directories that did not read back (warned about once)
 };
 
-// Collective. Writes the engine's state after `completed_steps` steps; a step this run already
+// Collective over `comm` (its control calls carry the agreements). Writes the engine's state after `completed_steps` steps; a step this run already
 // saved, or the directory it resumed from, is left as it is. A complete directory of that step
 // left by an earlier run (one that went further before this run resumed from an older step) is
 // renamed aside to step-N.superseded[-K], never replaced. On a failure of any rank the incomplete
 // directory is removed, the failing rank's sentence is printed, and every rank throws. Then keeps
 // the newest keep_last checkpoints that verify (0: all): directories of this format only, never
 // a damaged one, the resumed-from one or the newest. Returns the directory.
-std::string save_training_checkpoint(TrainingEngine& engine, const ModelLayout& layout, const std::string& root,
-                                     int completed_steps, int keep_last, CheckpointHistory& history);
+std::string save_training_checkpoint(TrainingEngine& engine, Communicator& comm, const ModelLayout& layout,
+                                     const std::string& root, int completed_steps, int keep_last,
+                                     CheckpointHistory& history);
 
 struct ResumeChoice {
   std::vector<std::string> candidates;  // step directories, in the order to try
@@ -62,7 +64,7 @@ struct ResumePoint {
 // printed before the next is tried. With fresh_when_none and no complete candidate, the run
 // starts at step 0 with a warning; otherwise, with no candidate left, every rank throws with the
 // reason (the usage exit code).
-ResumePoint load_training_checkpoint(TrainingEngine& engine, const ModelLayout& layout, const ResumeChoice& choice,
-                                     int max_steps, std::ostream& out);
+ResumePoint load_training_checkpoint(TrainingEngine& engine, Communicator& comm, const ModelLayout& layout,
+                                     const ResumeChoice& choice, int max_steps, std::ostream& out);
 
 }  // namespace strata

@@ -10,9 +10,7 @@
 #include <thread>
 #include <tuple>
 
-#include "comm/mpi/mpi_communicator.hpp"
-#include "comm/mpi/mpi_runtime.hpp"
-#include "comm/mpi/node_check.hpp"
+#include "comm/local_communicator.hpp"
 #include "core/error.hpp"
 #include "core/threads.hpp"
 #include "engine/local_engine.hpp"
@@ -20,22 +18,11 @@
 #include "model/gpt.hpp"
 #include "schedule/counting_executor.hpp"
 #include "schedule/step_schedule.hpp"
+#include "sim/cluster_model.hpp"
 
 namespace strata {
 
 namespace {
-
-// --threads 0: OMP_NUM_THREADS when set; otherwise the host's cores shared among the ranks on
-// it, so eight ranks on one machine do not each start a thread per core.
-// Collective under MPI on every rank, whatever its environment says, so ranks with and without
-// OMP_NUM_THREADS make the same calls.
-int default_thread_count() {
-  if (!MpiRuntime::initialized()) return 0;
-  const int ranks_here = MpiRuntime::ranks_on_this_host();
-  if (std::getenv("OMP_NUM_THREADS") != nullptr) return 0;
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, cores / std::max(1, ranks_here));
-}
 
 // STRATA_INJECT_FAILURE=rank:step, the test hook of a failing rank. Refused when it could not
 // fire, so a test of a failure never passes without one.
@@ -94,62 +81,68 @@ void require_memory_fits(const TrainConfig& config, std::uint64_t states, const 
 
 }  // namespace
 
+Topology resolve_topology(const std::string& spec, int world) {
+  return Topology::parse(expand_topology_preset(spec), world);
+}
+
+int worker_threads(const TrainConfig& config, int ranks_on_host) {
+  if (config.threads > 0) return config.threads;
+  if (std::getenv("OMP_NUM_THREADS") != nullptr) return 0;  // OpenMP's own reading of it
+  // Eight ranks on one machine must not each start a thread per core.
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(1, ranks_on_host));
+}
+
 EngineSetup plan_engine(const TrainConfig& config, int world) {
   EngineSetup setup;
-  STRATA_REQUIRE(!config.sharded(world) || MpiRuntime::initialized(),
-                 "the sharding engine needs MPI; run it through the strata command (mpirun -np N strata train ...)");
-  setup.injected_failure = injected_failure(config, world);
+  const auto [fail_rank, fail_step] = injected_failure(config, world);
   if (!config.sharded(world)) {
     // The reference engine holds weights, gradients and both moments whole, in fp32.
     const auto states = static_cast<std::uint64_t>(config.model_config().stored_parameter_count()) * 16;
     require_memory_fits(config, states, "weights, gradients and the Adam moments");
     return setup;
   }
-  setup.topology = std::make_unique<Topology>(Topology::parse(config.topology, world));
+  setup.topology = std::make_unique<Topology>(resolve_topology(config.topology, world));
   const PlanResolution resolved =
       resolve_plan(ShardPlan::parse(config.plan == "auto" ? "hier3" : config.plan, *setup.topology), *setup.topology);
-  setup.plan = resolved.plan;
   if (!resolved.note.empty()) setup.notes.push_back(resolved.note);
-  // The schedule is built here once, locally: the live-memory bound is checked by the builder
-  // (a bound below the largest unit is refused for all ranks, not as a mid-run abort on each),
-  // and its resident states and buffer peaks are what a rank will allocate.
+  ShardedEngineOptions& o = setup.options;
+  o.plan = resolved.plan;
+  o.grad_accum = config.grad_accum;
+  o.weight_dtype = o.grad_dtype = config.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  o.prefetch = config.prefetch;
+  o.max_live_bytes = static_cast<std::uint64_t>(config.max_live_bytes);
+  o.overlap = config.overlap != 0;
+  o.record_timeline = !config.timeline.empty();
+  o.fail_rank = fail_rank;
+  o.fail_step = fail_step;
+  // The engine's own schedule, built here once, locally: the live-memory bound is checked by the
+  // builder (a bound below the largest unit is refused for all ranks, not as a mid-run abort on
+  // each), and its resident states and buffer peaks are what a rank will allocate.
   const ModelLayout layout(config.model_config());
-  ScheduleInputs in;
-  in.layout = &layout;
-  in.topology = setup.topology.get();
-  in.plan = setup.plan;
-  in.weight_dtype = in.grad_dtype = config.dtype == "bf16" ? DType::kBF16 : DType::kF32;
-  in.prefetch = config.prefetch;
-  in.max_live_bytes = static_cast<std::uint64_t>(config.max_live_bytes);
-  const StepSchedule schedule = build_step_schedule(in);
+  const StepSchedule schedule =
+      build_step_schedule(schedule_inputs(layout, *setup.topology, o, config.batch_size, config.resolved_seq_len()));
   std::uint64_t states = count_schedule(schedule, *setup.topology).peak_live_bytes;
   for (const ResidentState& s : schedule.resident) states += s.bytes;
-  require_memory_fits(config, states, fmt::format("plan {}'s shards and gathered units", setup.plan.name));
+  require_memory_fits(config, states, fmt::format("plan {}'s shards and gathered units", o.plan.name));
   return setup;
 }
 
-void connect_engine(EngineSetup& setup, const TrainConfig& config) {
-  set_thread_count(config.threads > 0 ? config.threads : default_thread_count());
+void connect_engine(EngineSetup& setup, const TrainConfig& config, const CommunicatorFactory& make_comm,
+                    int ranks_on_host) {
+  set_thread_count(worker_threads(config, ranks_on_host));
   const GptConfig model = config.model_config();
   const auto seed = static_cast<std::uint64_t>(config.seed);
-  if (!setup.topology) {
+  if (!setup.sharded()) {
+    setup.comm = std::make_unique<LocalCommunicator>();
     setup.engine = std::make_unique<LocalEngine>(model, config.batch_size, config.resolved_seq_len(), seed);
     return;
   }
-  ShardedEngineOptions options;
-  options.plan = setup.plan;
-  options.weight_dtype = options.grad_dtype = config.dtype == "bf16" ? DType::kBF16 : DType::kF32;
-  options.prefetch = config.prefetch;
-  options.max_live_bytes = static_cast<std::uint64_t>(config.max_live_bytes);
-  options.overlap = config.overlap != 0;
-  options.record_timeline = !config.timeline.empty();
-  options.grad_accum = config.grad_accum;
-  std::tie(options.fail_rank, options.fail_step) = setup.injected_failure;
-  setup.comm = std::make_unique<MpiCommunicator>(*setup.topology);
-  const std::string nodes = describe_declared_nodes(*setup.topology);
-  if (!nodes.empty()) setup.notes.push_back(nodes);
+  STRATA_REQUIRE(make_comm, "the sharding engine needs MPI; run it through the strata command (mpirun -np N strata "
+                 "train ...)");
+  setup.comm = make_comm(*setup.topology);
   setup.engine = std::make_unique<ShardedEngine>(model, config.batch_size, config.resolved_seq_len(), seed, *setup.comm,
-                                                 options);
+                                                 setup.options);
 }
 
 }  // namespace strata

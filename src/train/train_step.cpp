@@ -13,7 +13,8 @@
 namespace strata {
 
 StepOutcome train_step(TrainingEngine& engine, const StepRecipe& recipe, int step, const MicroBatchSource& fill,
-                       std::span<std::int32_t> inputs, std::span<std::int32_t> targets) {
+                       std::span<std::int32_t> inputs, std::span<std::int32_t> targets,
+                       const std::function<bool()>& stop_requested) {
   StepOutcome outcome;
   engine.zero_grad();
   const float loss_scale = 1.0f / static_cast<float>(recipe.grad_accum);
@@ -27,7 +28,9 @@ StepOutcome train_step(TrainingEngine& engine, const StepRecipe& recipe, int ste
     outcome.nonfinite = true;
     return outcome;
   }
-  engine.optimizer_step(recipe.hyper, outcome.lr, step + 1, clip_coefficient(outcome.grad_norm, recipe.grad_clip));
+  const UpdateOperands update{recipe.hyper, outcome.lr, step + 1, clip_coefficient(outcome.grad_norm, recipe.grad_clip),
+                              stop_requested && stop_requested()};
+  outcome.stop = engine.optimizer_step(update);
   return outcome;
 }
 

@@ -25,6 +25,8 @@ struct StepOutcome {
   // The loss or the gradient norm was NaN or infinite: the update was not applied, so the weights
   // and moments are those of the step before (the caller stops the run).
   bool nonfinite = false;
+  // Some rank was asked to stop after this step (agreed by every rank within the step).
+  bool stop = false;
 };
 
 // fill(micro, inputs, targets) supplies micro-batch `micro` of this step.
@@ -32,9 +34,11 @@ using MicroBatchSource =
     std::function<void(int micro, std::span<std::int32_t> inputs, std::span<std::int32_t> targets)>;
 
 // step counts from 0. A non-finite loss or gradient norm (the same on every rank: both are
-// reduced) skips the update and says so in the outcome.
+// reduced) skips the update and says so in the outcome. stop_requested is asked just before the
+// update, so a request during the step stops the run after it.
 StepOutcome train_step(TrainingEngine& engine, const StepRecipe& recipe, int step, const MicroBatchSource& fill,
-                       std::span<std::int32_t> inputs, std::span<std::int32_t> targets);
+                       std::span<std::int32_t> inputs, std::span<std::int32_t> targets,
+                       const std::function<bool()>& stop_requested = {});
 
 class Communicator;
 // Trains warmup + steps steps on random tokens (seeded by rank), a barrier around each so the

@@ -12,10 +12,9 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "comm/mpi/mpi_runtime.hpp"
+#include "comm/agreement.hpp"
 #include "core/atomic_file.hpp"
 #include "core/blas.hpp"
 #include "core/error.hpp"
@@ -102,14 +101,11 @@ std::string format_duration(double seconds) {
 
 }  // namespace
 
-Trainer::Trainer(const TrainConfig& config) : config_(config) {
+Trainer::Trainer(const TrainConfig& config, int rank, int world) : config_(config), rank_(rank), world_(world) {
   config_.validate();
+  STRATA_CHECK(world_ >= 1 && rank_ >= 0 && rank_ < world_, "rank {} of a job of {}", rank_, world_);
   model_ = config_.model_config();
   seq_len_ = config_.resolved_seq_len();
-  if (MpiRuntime::initialized()) {
-    rank_ = MpiRuntime::world_rank();
-    world_ = MpiRuntime::world_size();
-  }
   // Every path is checked for its kind before anything is read or written.
   if (config_.data != "builtin") require_input_file(config_.data, "--data");
   if (!config_.val_data.empty()) require_input_file(config_.val_data, "--val-data");
@@ -159,8 +155,6 @@ static void limit_file_size_for_tests() {
   STRATA_REQUIRE(setrlimit(RLIMIT_FSIZE, &r) == 0, "STRATA_FILE_SIZE_LIMIT: setrlimit failed");
 }
 
-bool Trainer::agree(bool flag) { return world_ > 1 ? MpiRuntime::any_rank(flag) : flag; }
-
 double Trainer::validation_loss(TrainingEngine& engine) {
   const std::size_t n = static_cast<std::size_t>(config_.batch_size) * seq_len_;
   std::vector<std::int32_t> inputs(n), targets(n);
@@ -173,30 +167,22 @@ double Trainer::validation_loss(TrainingEngine& engine) {
   return total / batches;
 }
 
-void Trainer::save(TrainingEngine& engine, int completed_steps, std::ostream& out) {
+void Trainer::save(TrainingEngine& engine, Communicator& comm, int completed_steps, std::ostream& out) {
   if (config_.save.empty()) return;
-  const std::string dir = save_training_checkpoint(engine, ModelLayout(model_), config_.save, completed_steps,
+  const std::string dir = save_training_checkpoint(engine, comm, ModelLayout(model_), config_.save, completed_steps,
                                                    config_.keep_last, history_);
   fmt::print(out, "checkpoint: {} (after step {})\n", dir, completed_steps);
 }
 
-TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const std::vector<std::string>& notes) {
-  STRATA_REQUIRE(engine.data_parallel_size() == world_, "the engine has {} replicas but the job {} ranks",
-                 engine.data_parallel_size(), world_);
-  std::ostream null_stream(nullptr);
-  std::ostream& out = rank_ == 0 ? console : null_stream;
-  // From before the resume: a signal during set-up still means "stop cleanly", never a kill.
-  const StopSignals signals;
-  if (!resume_.candidates.empty()) {
-    const ResumePoint point = load_training_checkpoint(engine, ModelLayout(model_), resume_, config_.steps, out);
-    start_step_ = point.completed_steps;
-    history_.resumed_from = point.dir;
-    if (!point.dir.empty()) history_.verified.insert(point.dir);  // every chunk was read by some rank
-  }
-  const std::size_t tokens_per_micro = static_cast<std::size_t>(config_.batch_size) * seq_len_;
-  const std::size_t tokens_per_step = tokens_per_micro * config_.grad_accum * static_cast<std::size_t>(world_);
-  const double flops_per_step = model_.flops_per_token(seq_len_) * static_cast<double>(tokens_per_step);
+void Trainer::resume(TrainingEngine& engine, Communicator& comm, std::ostream& out) {
+  if (resume_.candidates.empty()) return;
+  const ResumePoint point = load_training_checkpoint(engine, comm, ModelLayout(model_), resume_, config_.steps, out);
+  start_step_ = point.completed_steps;
+  history_.resumed_from = point.dir;
+  if (!point.dir.empty()) history_.verified.insert(point.dir);  // every chunk was read by some rank
+}
 
+void Trainer::print_header(TrainingEngine& engine, std::ostream& out, const std::vector<std::string>& notes) const {
   fmt::print(out, "blas: {}\n", blas_description());
   fmt::print(out, "model: {} | L {} C {} heads {} vocab {} (padded {}) context {}\n", model_.name, model_.n_layer,
              model_.n_embd, model_.n_head, model_.vocab_size, model_.padded_vocab_size(), model_.context_length);
@@ -206,18 +192,13 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
              train_data_.tokens.size(), train_loader_->batches_per_epoch());
   if (val_loader_) fmt::print(out, "val data: {}: {} tokens\n", val_data_.source, val_data_.tokens.size());
   fmt::print(out, "step: {} micro-batch(es) of {} ranks x {} x {} = {} tokens; FLOPs/token = 6N + 12LCT = {:.4g} (N = {})\n",
-             config_.grad_accum, world_, config_.batch_size, seq_len_, tokens_per_step, model_.flops_per_token(seq_len_),
+             config_.grad_accum, world_, config_.batch_size, seq_len_, tokens_per_step(), model_.flops_per_token(seq_len_),
              model_.matmul_parameter_count());
   fmt::print(out, "engine: {}\n", engine.description());
   for (const std::string& note : notes) fmt::print(out, "{}\n", note);
-  STRATA_REQUIRE(config_.timeline.empty() || engine.records_timeline(),
-                 "--timeline records collectives, and this run has none (one process runs the plain reference "
-                 "engine; give --plan to shard it)");
-  if (config_.report) {
-    // The schedule alone answers: no step runs.
-    fmt::print(out, "\n{}", engine.report());
-    return TrainSummary{};
-  }
+}
+
+void Trainer::print_start(std::ostream& out) const {
   if (!history_.resumed_from.empty()) {
     fmt::print(out, "resumed: {} after step {}\n", history_.resumed_from, start_step_);
   } else if (!config_.resume.empty()) {
@@ -227,40 +208,123 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
     fmt::print(stderr, "strata: warning: --stop-after {} without --save: the run stops after {} steps and saves "
                        "nothing\n", config_.stop_after, config_.stop_after);
   }
+}
 
+std::size_t Trainer::tokens_per_step() const {
+  return static_cast<std::size_t>(config_.batch_size) * seq_len_ * static_cast<std::size_t>(config_.grad_accum) *
+         static_cast<std::size_t>(world_);
+}
+
+void Trainer::print_step(const StepRecord& record, std::ostream& out) {
+  step_ms_.push_back(record.ms);
+  if (record.step % config_.log_every != 0 && record.step != config_.steps && record.step != start_step_ + 1) return;
+  // The median of the recent steps: robust to a slow first step, cheap on long runs.
+  const std::size_t window = std::min<std::size_t>(step_ms_.size(), 64);
+  const double recent = median(std::vector<double>(step_ms_.end() - static_cast<std::ptrdiff_t>(window), step_ms_.end()));
+  const double eta = recent / 1e3 * (config_.steps - record.step);
+  fmt::print(out, "step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.4f} | {:.1f} ms | {:.0f} tok/s | "
+                  "{:.3f} TFLOP/s | eta {}\n",
+             record.step, config_.steps, record.loss, record.lr, record.grad_norm, record.ms, record.tokens_per_second,
+             record.tflops, format_duration(eta));
+  out.flush();
+}
+
+// Every rank has the same reduced loss and norm, so all stop here together.
+[[noreturn]] void Trainer::stop_on_nonfinite(const StepOutcome& outcome, int step) const {
+  if (rank_ == 0) {
+    fmt::print(stderr,
+               "strata: error: step {}: the {} is {} (loss {}, gradient norm {}): stopped before the update, so "
+               "the weights are those of step {} and no checkpoint is written over; lower --lr or check the "
+               "data, then --resume\n",
+               step, std::isfinite(outcome.loss) ? "gradient norm" : "loss",
+               std::isfinite(outcome.loss) ? outcome.grad_norm : outcome.loss, outcome.loss, outcome.grad_norm, step - 1);
+  }
+  throw AgreedExit{kExitFailure};
+}
+
+void Trainer::finish(TrainingEngine& engine, std::ostream& out, MetricsLog& metrics) {
+  // Every rank takes part; the file gets what crossed each level, and each node's link.
+  if (const nlohmann::json traffic = engine.traffic_totals(); !traffic.is_null()) metrics.write(traffic);
+  if (const std::string report = engine.report(); !report.empty()) fmt::print(out, "\n{}", report);
+  if (!config_.timeline.empty()) {
+    // Each rank its own file: rank 0 the path given, rank r the path with ".rank<r>".
+    const std::string path = rank_ == 0 ? config_.timeline : fmt::format("{}.rank{}", config_.timeline, rank_);
+    write_file_atomically(path, engine.timeline_json());
+    fmt::print(out, "timeline: {} (and .rank<r> for the other ranks; open in chrome://tracing or Perfetto)\n",
+               config_.timeline);
+  }
+  if (!step_ms_.empty()) {
+    const double med = median(step_ms_);
+    const double flops_per_step = model_.flops_per_token(seq_len_) * static_cast<double>(tokens_per_step());
+    fmt::print(out, "done: {} steps | median {:.1f} ms/step | {:.0f} tok/s | {:.3f} TFLOP/s\n", step_ms_.size(), med,
+               static_cast<double>(tokens_per_step()) / med * 1e3, flops_per_step / med * 1e3 / 1e12);
+  }
+}
+
+TrainSummary Trainer::run(TrainingEngine& engine, Communicator& comm, std::ostream& console,
+                          const std::vector<std::string>& notes) {
+  STRATA_REQUIRE(engine.data_parallel_size() == world_ && engine.data_parallel_rank() == rank_ &&
+                     comm.world_size() == world_ && comm.rank() == rank_,
+                 "the engine is replica {} of {} and the communicator rank {} of {}, but the job's rank is {} of {}",
+                 engine.data_parallel_rank(), engine.data_parallel_size(), comm.rank(), comm.world_size(), rank_, world_);
+  std::ostream null_stream(nullptr);
+  std::ostream& out = rank_ == 0 ? console : null_stream;
+  // From before the resume: a signal during set-up still means "stop cleanly", never a kill.
+  const StopSignals signals;
+  resume(engine, comm, out);
+  print_header(engine, out, notes);
+  STRATA_REQUIRE(config_.timeline.empty() || engine.records_timeline(),
+                 "--timeline records collectives, and this run has none (one process runs the plain reference "
+                 "engine; give --plan to shard it)");
+  if (config_.report) {
+    // The schedule alone answers: no step runs.
+    fmt::print(out, "\n{}", engine.report());
+    return TrainSummary{};
+  }
+  print_start(out);
   MetricsLog metrics(rank_ == 0 ? config_.metrics : std::string(), start_step_ > 0);
   if (metrics.enabled()) fmt::print(out, "metrics: {}\n", config_.metrics);
   metrics.write({{"type", "run"},
                  {"model", model_.name},
                  {"parameters", model_.parameter_count()},
-                 {"tokens_per_step", tokens_per_step},
+                 {"tokens_per_step", tokens_per_step()},
                  {"flops_per_token", model_.flops_per_token(seq_len_)},
                  {"start_step", start_step_}});
+  limit_file_size_for_tests();
+  TrainSummary summary = train_steps(engine, comm, out, metrics);
+  // Also when no step ran (resumed at the last step): a run with another world size or plan then
+  // converts the checkpoint.
+  if (!summary.interrupted) save(engine, comm, config_.steps, out);
+  finish(engine, out, metrics);
+  return summary;
+}
 
+TrainSummary Trainer::train_steps(TrainingEngine& engine, Communicator& comm, std::ostream& out, MetricsLog& metrics) {
   const StepRecipe recipe{LrSchedule{config_.lr, config_.warmup_steps, config_.steps, config_.min_lr_ratio},
                           AdamWHyper{static_cast<float>(config_.beta1), static_cast<float>(config_.beta2),
                                      static_cast<float>(config_.eps), static_cast<float>(config_.weight_decay)},
                           config_.grad_clip, config_.grad_accum};
+  const std::size_t tokens_per_micro = static_cast<std::size_t>(config_.batch_size) * seq_len_;
+  const double flops_per_step = model_.flops_per_token(seq_len_) * static_cast<double>(tokens_per_step());
   std::vector<std::int32_t> inputs(tokens_per_micro), targets(tokens_per_micro);
-  std::vector<double> step_ms;
   TrainSummary summary;
-
-  limit_file_size_for_tests();
-
   for (int step = start_step_; step < config_.steps; ++step) {
     Stopwatch watch;
+    int signal_here = 0;
     const StepOutcome outcome = train_step(
         engine, recipe, step,
         [&](int micro, std::span<std::int32_t> in, std::span<std::int32_t> tgt) {
           train_loader_->fill(static_cast<std::uint64_t>(step) * config_.grad_accum + micro, rank_ * config_.batch_size,
                               config_.batch_size, in, tgt);
         },
-        inputs, targets);
+        inputs, targets,
+        [&] {
+          signal_here = g_stop_signal;
+          return signal_here != 0;
+        });
     const double seconds = watch.seconds();
-    step_ms.push_back(seconds * 1e3);
-
-    StepRecord record{step + 1,     outcome.loss, outcome.lr, outcome.grad_norm, seconds * 1e3,
-                      static_cast<double>(tokens_per_step) / seconds, flops_per_step / seconds / 1e12};
+    const StepRecord record{step + 1,     outcome.loss, outcome.lr, outcome.grad_norm, seconds * 1e3,
+                            static_cast<double>(tokens_per_step()) / seconds, flops_per_step / seconds / 1e12};
     summary.steps.push_back(record);
     metrics.write({{"type", "step"},
                    {"step", record.step},
@@ -270,21 +334,10 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
                    {"ms", record.ms},
                    {"tokens_per_s", record.tokens_per_second},
                    {"tflops", record.tflops}});
-    if (record.step % config_.log_every == 0 || record.step == config_.steps || record.step == start_step_ + 1) {
-      // The median of the recent steps: robust to a slow first step, cheap on long runs.
-      const std::size_t window = std::min<std::size_t>(step_ms.size(), 64);
-      const double recent = median(std::vector<double>(step_ms.end() - static_cast<std::ptrdiff_t>(window), step_ms.end()));
-      const double eta = recent / 1e3 * (config_.steps - record.step);
-      fmt::print(out, "step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.4f} | {:.1f} ms | {:.0f} tok/s | "
-                      "{:.3f} TFLOP/s | eta {}\n",
-                 record.step, config_.steps, record.loss, record.lr, record.grad_norm, record.ms,
-                 record.tokens_per_second, record.tflops, format_duration(eta));
-      out.flush();
-    }
+    print_step(record, out);
     const bool stop_here = config_.stop_after > 0 && record.step - start_step_ >= config_.stop_after;
-    // A signal may reach some ranks only; they agree before acting on it.
-    const int signal_here = g_stop_signal;
-    const bool signalled = agree(signal_here != 0);
+    // The signal reached some ranks only, maybe: the step's own agreement (outcome.stop) says.
+    const bool signalled = outcome.stop;
     const bool last = record.step == config_.steps || signalled || stop_here;
     if (val_loader_ && config_.val_every > 0 && (record.step % config_.val_every == 0 || last)) {
       const double val = validation_loss(engine);
@@ -292,48 +345,19 @@ TrainSummary Trainer::run(TrainingEngine& engine, std::ostream& console, const s
       metrics.write({{"type", "val"}, {"step", record.step}, {"val_loss", val}});
       fmt::print(out, "val  {:>5}/{} | val loss {:.4f}\n", record.step, config_.steps, val);
     }
-    if (outcome.nonfinite) {
-      // Every rank has the same reduced loss and norm, so all stop here together.
-      if (rank_ == 0) {
-        fmt::print(stderr,
-                   "strata: error: step {}: the {} is {} (loss {}, gradient norm {}): stopped before the update, so "
-                   "the weights are those of step {} and no checkpoint is written over; lower --lr or check the "
-                   "data, then --resume\n",
-                   record.step, std::isfinite(outcome.loss) ? "gradient norm" : "loss",
-                   std::isfinite(outcome.loss) ? outcome.grad_norm : outcome.loss, outcome.loss, outcome.grad_norm,
-                   record.step - 1);
-      }
-      throw AgreedExit{kExitFailure};
+    if (outcome.nonfinite) stop_on_nonfinite(outcome, record.step);
+    if (config_.checkpoint_every > 0 && record.step % config_.checkpoint_every == 0 && !last) {
+      save(engine, comm, record.step, out);
     }
-    if (config_.checkpoint_every > 0 && record.step % config_.checkpoint_every == 0 && !last) save(engine, record.step, out);
     if (signalled || (stop_here && record.step < config_.steps)) {
       fmt::print(out, "stopping after step {} ({})\n", record.step,
-                 !signalled       ? std::string("--stop-after")
+                 !signalled         ? std::string("--stop-after")
                  : signal_here != 0 ? fmt::format("signal received: {}", signal_name(signal_here))
-                                  : std::string("signal received by another rank"));
+                                    : std::string("signal received by another rank"));
       summary.interrupted = true;
-      save(engine, record.step, out);
+      save(engine, comm, record.step, out);
       break;
     }
-  }
-  // Also when no step ran (resumed at the last step): a run with another world size or plan then
-  // converts the checkpoint.
-  if (!summary.interrupted) save(engine, config_.steps, out);
-  // Every rank takes part; the file gets what crossed each level, and each node's link.
-  if (const nlohmann::json traffic = engine.traffic_totals(); !traffic.is_null()) metrics.write(traffic);
-
-  if (const std::string report = engine.report(); !report.empty()) fmt::print(out, "\n{}", report);
-  if (!config_.timeline.empty()) {
-    // Each rank its own file: rank 0 the path given, rank r the path with ".rank<r>".
-    const std::string path = rank_ == 0 ? config_.timeline : fmt::format("{}.rank{}", config_.timeline, rank_);
-    write_file_atomically(path, engine.timeline_json());
-    fmt::print(out, "timeline: {} (and .rank<r> for the other ranks; open in chrome://tracing or Perfetto)\n",
-               config_.timeline);
-  }
-  if (!step_ms.empty()) {
-    const double med = median(step_ms);
-    fmt::print(out, "done: {} steps | median {:.1f} ms/step | {:.0f} tok/s | {:.3f} TFLOP/s\n", step_ms.size(), med,
-               static_cast<double>(tokens_per_step) / med * 1e3, flops_per_step / med * 1e3 / 1e12);
   }
   return summary;
 }

@@ -1,7 +1,7 @@
 // The training loop: data, learning-rate schedule, gradient accumulation, clipping, AdamW,
 // validation, step lines on the console, JSON-lines metrics, checkpoints, and the engine's report.
-// It is handed the engine (train/engine_setup.hpp builds it). Under MPI every rank runs it; rank 0
-// alone prints and writes metrics.
+// It is handed the engine and a communicator (train/engine_setup.hpp builds both) and never
+// calls MPI itself. Every rank runs it; rank 0 alone prints and writes metrics.
 #pragma once
 
 #include <memory>
@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "comm/communicator.hpp"
 #include "engine/checkpoint_format.hpp"
 #include "train/checkpoint.hpp"
 #include "engine/training_engine.hpp"
@@ -40,22 +41,34 @@ struct TrainSummary {
   bool interrupted = false;
 };
 
+class MetricsLog;
+struct StepOutcome;
+
 class Trainer {
  public:
   // Local work only (settings, data loading, reading --resume), so that a failure here can be
-  // agreed on by all ranks before any collective call.
-  explicit Trainer(const TrainConfig& config);
+  // agreed on by all ranks before any collective call. rank of world: this process's place.
+  Trainer(const TrainConfig& config, int rank = 0, int world = 1);
   ~Trainer();
-  // Collective under MPI: applies --resume to the engine, then trains (or, with --report, prints
-  // the engine's report and stops). `notes` are printed after the engine line.
-  TrainSummary run(TrainingEngine& engine, std::ostream& out, const std::vector<std::string>& notes = {});
+  // Collective: applies --resume to the engine, then trains (or, with --report, prints the
+  // engine's report and stops). `notes` are printed after the engine line. The engine and the
+  // communicator must be this rank's of this job.
+  TrainSummary run(TrainingEngine& engine, Communicator& comm, std::ostream& out,
+                   const std::vector<std::string>& notes = {});
 
   int rank() const { return rank_; }
 
  private:
+  void resume(TrainingEngine& engine, Communicator& comm, std::ostream& out);
+  void print_header(TrainingEngine& engine, std::ostream& out, const std::vector<std::string>& notes) const;
+  void print_start(std::ostream& out) const;
+  TrainSummary train_steps(TrainingEngine& engine, Communicator& comm, std::ostream& out, MetricsLog& metrics);
+  void print_step(const StepRecord& record, std::ostream& out);
+  [[noreturn]] void stop_on_nonfinite(const StepOutcome& outcome, int step) const;
   double validation_loss(TrainingEngine& engine);
-  void save(TrainingEngine& engine, int completed_steps, std::ostream& out);
-  bool agree(bool flag);
+  void save(TrainingEngine& engine, Communicator& comm, int completed_steps, std::ostream& out);
+  void finish(TrainingEngine& engine, std::ostream& out, MetricsLog& metrics);
+  std::size_t tokens_per_step() const;
 
   TrainConfig config_;
   GptConfig model_;
@@ -69,6 +82,7 @@ class Trainer {
   ResumeChoice resume_;  // chosen during set-up, loaded by run()
   int start_step_ = 0;
   CheckpointHistory history_;
+  std::vector<double> step_ms_;  // each step's milliseconds, this invocation
 };
 
 }  // namespace strata

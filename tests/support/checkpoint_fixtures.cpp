@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/exit_codes.hpp"
 #include "engine/checkpoint_manifest.hpp"
 #include "train/engine_setup.hpp"
 
@@ -36,7 +37,7 @@ TrainSummary run(const TrainConfig& config) {
   Trainer trainer(config);
   EngineSetup setup = plan_engine(config, 1);
   connect_engine(setup, config);
-  return trainer.run(*setup.engine, out);
+  return trainer.run(*setup.engine, *setup.comm, out);
 }
 
 std::string error_of(const std::function<void()>& f) {
@@ -44,6 +45,8 @@ std::string error_of(const std::function<void()>& f) {
     f();
   } catch (const Error& e) {
     return e.what();
+  } catch (const AgreedExit& e) {  // a refusal all ranks agreed on (here the one rank)
+    return e.reason;
   }
   return "(no error)";
 }

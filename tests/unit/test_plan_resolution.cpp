@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "train/engine_setup.hpp"
+
 #include <string>
 
 #include "plan/shard_plan.hpp"
@@ -61,7 +63,7 @@ TEST(PlanResolutionTest, ZeroppWithinRealNodesIsWhatItSays) {
 }
 
 TEST(PlanResolutionTest, Hier3OnDgxSharesTheNodeLevelAndMatchesNoOtherPreset) {
-  const Topology t = Topology::parse("dgx", 16);
+  const Topology t = resolve_topology("dgx", 16);
   const ShardPlan plan = ShardPlan::preset("hier3", t);
   const PlanResolution r = resolve_plan(plan, t);
 
@@ -90,7 +92,7 @@ TEST(PlanResolutionTest, LevelOfFanOutOneIsNamed) {
 }
 
 TEST(PlanResolutionTest, SingleNodeMicsRunsAsZero3) {
-  const Topology t = Topology::parse("dgx", 8);
+  const Topology t = resolve_topology("dgx", 8);
   const PlanResolution r = resolve_plan(ShardPlan::preset("mics", t), t);
 
   EXPECT_TRUE(mentions(r.note, "runs as zero3")) << r.note;
@@ -98,7 +100,7 @@ TEST(PlanResolutionTest, SingleNodeMicsRunsAsZero3) {
 }
 
 TEST(PlanResolutionTest, SingleNodeZeroppDropsItsSecondaryAndRunsAsZero3) {
-  const Topology t = Topology::parse("dgx", 8);
+  const Topology t = resolve_topology("dgx", 8);
   const ShardPlan plan = ShardPlan::preset("zeropp", t);
   ASSERT_TRUE(plan.has_secondary());
   const PlanResolution r = resolve_plan(plan, t);
@@ -111,7 +113,7 @@ TEST(PlanResolutionTest, SingleNodeZeroppDropsItsSecondaryAndRunsAsZero3) {
 
 TEST(PlanResolutionTest, Zero3IsNotReportedAsTheHierarchicalPresetsItEqualsOnOneNode) {
   // On one node mics and zeropp collapse to zero3; zero3 itself is still exactly zero3.
-  const Topology t = Topology::parse("dgx", 8);
+  const Topology t = resolve_topology("dgx", 8);
   EXPECT_TRUE(resolve_plan(ShardPlan::preset("zero3", t), t).note.empty());
   EXPECT_TRUE(resolve_plan(ShardPlan::preset("ddp", t), t).note.empty());
 }
@@ -148,7 +150,7 @@ TEST(PlanResolutionTest, ExplicitSecondaryOverFewerRanksIsKept) {
 
 TEST(PlanResolutionTest, ExplicitPlanIsNotComparedWithPresets) {
   // hier3's levels on dgx, which as the preset get a note; asked for by level, they are what they say.
-  const Topology t = Topology::parse("dgx", 16);
+  const Topology t = resolve_topology("dgx", 16);
   const ShardPlan plan = ShardPlan::parse("weights=gpu,grads=gpu,optim=world", t);
   ASSERT_TRUE(same_levels(plan, ShardPlan::preset("hier3", t)));
   const PlanResolution r = resolve_plan(plan, t);

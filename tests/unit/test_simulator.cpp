@@ -11,8 +11,8 @@
 
 #include "core/error.hpp"
 #include "model/gpt.hpp"
-#include "schedule/planner.hpp"
-#include "schedule/simulator.hpp"
+#include "sim/planner.hpp"
+#include "sim/simulator.hpp"
 #include "support/error_text.hpp"
 
 namespace strata {
@@ -150,7 +150,7 @@ SimulationInputs tiny_inputs(bool overlap) {
   in.model = GptConfig::preset("tiny");
   in.seq_len = 8;
   in.overlap = overlap;
-  in.dtype = DType::kF32;  // bf16 would add the widening of the gathered copy
+  in.weight_dtype = in.grad_dtype = DType::kF32;  // bf16 would add the widening of the gathered copy
   return in;
 }
 
@@ -234,8 +234,8 @@ TEST(Planner, EveryPlanItEmitsIsValidDistinctAndParsesBack) {
   EXPECT_GT(plans.size(), 50u);
   std::set<std::string> specs;
   for (const ShardPlan& p : plans) {
-    EXPECT_NO_THROW(p.validate(t)) << plan_spec(p, t);
-    const std::string text = plan_spec(p, t);
+    EXPECT_NO_THROW(p.validate(t)) << p.spec(t);
+    const std::string text = p.spec(t);
     EXPECT_TRUE(specs.insert(text).second) << text << " twice";
     const ShardPlan back = ShardPlan::parse(text, t);
     EXPECT_EQ(back.weights, p.weights) << text;
@@ -278,9 +278,9 @@ TEST(Planner, EveryPresetAppearsWhenItFitsAndNothingOverTheBudgetIsRanked) {
     for (const PlanCandidate& p : all.ranked) {
       if (static_cast<double>(p.result.memory.total()) > in.memory_per_device) continue;
       const bool kept = std::any_of(some.ranked.begin(), some.ranked.end(), [&](const PlanCandidate& q) {
-        return plan_spec(q.plan, t) == plan_spec(p.plan, t) && q.prefetch == p.prefetch;
+        return q.plan.spec(t) == p.plan.spec(t) && q.prefetch == p.prefetch;
       });
-      EXPECT_TRUE(kept) << plan_spec(p.plan, t);
+      EXPECT_TRUE(kept) << p.plan.spec(t);
     }
   }
 }

@@ -2,6 +2,9 @@
 // traffic against both a hand derivation and the step schedule's own byte count. No MPI needed.
 #include <gtest/gtest.h>
 
+#include "sim/cluster_model.hpp"
+#include "train/engine_setup.hpp"
+
 #include <set>
 #include <string>
 #include <tuple>
@@ -32,8 +35,10 @@ TEST(TopologyTest, ParsesLevelsBandwidthsAndStar) {
 }
 
 TEST(TopologyTest, PresetsFitTheWorld) {
-  EXPECT_EQ(Topology::preset("frontier", 16).to_string(), "gcd:2@200GB/s~1us,gpu:4@50GB/s~2us,node:2@12.5GB/s~5us");
-  EXPECT_EQ(Topology::parse("dgx", 16).level(1).fanout, 2);
+  // --topology's presets are the cluster models' levels: one source of the hardware facts.
+  EXPECT_EQ(resolve_topology("frontier", 16).to_string(), ClusterModel::preset("frontier").topology(2).to_string());
+  EXPECT_EQ(resolve_topology("dgx", 16).to_string(), ClusterModel::preset("dgx-a100").topology(2).to_string());
+  EXPECT_EQ(resolve_topology("dgx", 16).level(1).fanout, 2);
   EXPECT_EQ(Topology::parse("flat", 5).level_count(), 1);
 }
 
@@ -46,7 +51,7 @@ TEST(TopologyTest, RefusesBadSpecsWithASentence) {
   EXPECT_NE(error_of([] { Topology::parse("gcd:0,gpu:2", 8); }).find("positive integer"), std::string::npos);
   EXPECT_NE(error_of([] { Topology::parse("gpu:2,gpu:4", 8); }).find("appears twice"), std::string::npos);
   EXPECT_NE(error_of([] { Topology::parse("gpu:2@fast,node:*", 8); }).find("needs a unit"), std::string::npos);
-  EXPECT_NE(error_of([] { Topology::parse("cluster", 8); }).find("unknown topology preset"), std::string::npos);
+  EXPECT_NE(error_of([] { Topology::parse("cluster", 8); }).find("unknown topology 'cluster'"), std::string::npos);
 }
 
 TEST(TopologyTest, GroupsFollowContiguousPlacement) {
@@ -80,7 +85,7 @@ TEST(TopologyTest, ShardIndexIsAPermutationAndShardsNest) {
 }
 
 TEST(ShardPlanTest, PresetsFollowTheDesignTable) {
-  const Topology f = Topology::preset("frontier", 16);
+  const Topology f = resolve_topology("frontier", 16);
   const ShardPlan hier3 = ShardPlan::preset("hier3", f);
   EXPECT_EQ(hier3.describe(f), "weights=gcd(2) secondary=none grads=gpu(8) optim=node(16)");
   EXPECT_EQ(ShardPlan::preset("zeropp", f).describe(f),
@@ -89,14 +94,14 @@ TEST(ShardPlanTest, PresetsFollowTheDesignTable) {
   EXPECT_EQ(ShardPlan::preset("mics", f).describe(f), "weights=gpu(8) secondary=none grads=gpu(8) optim=gpu(8)");
   EXPECT_EQ(ShardPlan::preset("zero1", f).describe(f), "weights=none secondary=none grads=none optim=node(16)");
   // On dgx the innermost level is already the node level.
-  const Topology d = Topology::preset("dgx", 16);
+  const Topology d = resolve_topology("dgx", 16);
   EXPECT_EQ(ShardPlan::preset("hier3", d).describe(d), "weights=gpu(8) secondary=none grads=gpu(8) optim=node(16)");
   const ShardPlan explicit_plan = ShardPlan::parse("weights=gcd,grads=gpu,optim=world,secondary=none", f);
   EXPECT_EQ(explicit_plan.describe(f), hier3.describe(f));
 }
 
 TEST(ShardPlanTest, RefusesBadPlansNamingTheRule) {
-  const Topology f = Topology::preset("frontier", 16);
+  const Topology f = resolve_topology("frontier", 16);
   EXPECT_NE(error_of([&] { ShardPlan::parse("weights=node,grads=node,optim=gpu", f); }).find("at least as finely as the gradients"),
             std::string::npos);
   EXPECT_NE(error_of([&] { ShardPlan::parse("weights=gpu,secondary=node,grads=node,optim=node", f); }).find("smaller group than the primary"),
@@ -112,7 +117,7 @@ TEST(ShardPlanTest, RefusesBadPlansNamingTheRule) {
 
 // ZeRO++'s quantized collectives are options of any plan: on in zeropp, off elsewhere unless asked.
 TEST(ShardPlanTest, QuantizationIsAnOptionOfEveryPlan) {
-  const Topology f = Topology::preset("frontier", 16);
+  const Topology f = resolve_topology("frontier", 16);
   const ShardPlan zeropp = ShardPlan::preset("zeropp", f);
   EXPECT_EQ(zeropp.weight_quant(false), (QuantFormat{QuantBits::kInt8, kDefaultWeightQuantBlock}));
   // Its backward gathers read the hpZ copy, which already holds the forward's decoded weights.
@@ -144,7 +149,7 @@ TEST(ShardPlanTest, QuantizationIsAnOptionOfEveryPlan) {
 }
 
 TEST(ShardPlanTest, RefusesBadQuantizationNamingTheRule) {
-  const Topology f = Topology::preset("frontier", 16);
+  const Topology f = resolve_topology("frontier", 16);
   auto refuses = [&](const char* spec, const char* words) {
     const std::string e = error_of([&] { ShardPlan::parse(spec, f); });
     EXPECT_NE(e.find(words), std::string::npos) << spec << ": " << e;
@@ -238,7 +243,7 @@ TEST(PlanFormulas, DdpIsOneAllReducePerStepAndEqualsZero1) {
 
 TEST(PlanFormulas, Hier3KeepsTheOutermostLevelQuietDuringMicroBatches) {
   Fixture fx;
-  const Topology t = Topology::preset("frontier", 16);
+  const Topology t = resolve_topology("frontier", 16);
   const auto top = static_cast<std::size_t>(t.level_count() - 1);
   const auto outer = [&](const char* name) {
     return traffic_formula(fx.layout, ShardPlan::preset(name, t), t, DType::kBF16, DType::kBF16).micro_batch[top];

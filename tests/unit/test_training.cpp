@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/exit_codes.hpp"
 #include "core/tensor_archive.hpp"
 #include "train/engine_setup.hpp"
 #include "train/trainer.hpp"
@@ -26,7 +27,7 @@ TrainSummary run_to_end(const TrainConfig& config, std::ostream& out) {
   Trainer trainer(config);
   EngineSetup setup = plan_engine(config, 1);
   connect_engine(setup, config);
-  return trainer.run(*setup.engine, out);
+  return trainer.run(*setup.engine, *setup.comm, out);
 }
 
 TrainConfig tiny_run() {
@@ -119,8 +120,9 @@ TEST(Training, ResumeRefusesACheckpointOfAnotherModel) {
   try {
     run_to_end(other, sink);
     FAIL() << "expected a refusal";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("was written for model 'tiny' (L2 C64"), std::string::npos) << e.what();
+  } catch (const AgreedExit& e) {  // refused by every rank (here the one), with the usage code
+    EXPECT_EQ(e.code, kExitUsage);
+    EXPECT_NE(e.reason.find("was written for model 'tiny' (L2 C64"), std::string::npos) << e.reason;
   }
 }
 

@@ -191,12 +191,13 @@ void MpiCommunicator::broadcast(void* buffer, std::size_t count, DType type, int
   meter_.record(level, root ? bytes : 0, root ? 0 : bytes, MPI_Wtime() - start);
 }
 
-void MpiCommunicator::all_reduce_control(double* values, int count, int first_level, int last_level) {
+void MpiCommunicator::all_reduce_control(double* values, int count, int first_level, int last_level, ControlOp op) {
   if (last_level < first_level) return;
   const double start = MPI_Wtime();
   const MPI_Comm comm = range_comms_.at({first_level, last_level}).get();
   const MpiWatch watch("MPI_Allreduce", range_peers_.at({first_level, last_level}).c_str());
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce (control)");
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, op == ControlOp::kMax ? MPI_MAX : MPI_SUM, comm),
+            "MPI_Allreduce (control)");
   meter_.record_control(static_cast<std::uint64_t>(count) * sizeof(double), MPI_Wtime() - start);
 }
 

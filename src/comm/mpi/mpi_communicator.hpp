@@ -37,7 +37,7 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<CommRequest> start_all_to_all(const void* send, void* recv, std::size_t count, DType type,
                                                 int level) override;
   void broadcast(void* buffer, std::size_t count, DType type, int root_coordinate, int level) override;
-  void all_reduce_control(double* values, int count, int first_level, int last_level) override;
+  void all_reduce_control(double* values, int count, int first_level, int last_level, ControlOp op) override;
   void barrier() override;
 
  private:

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "schedule/simulator.hpp"
+#include "sim/simulator.hpp"
 
 namespace strata {
 
@@ -14,9 +14,6 @@ namespace strata {
 // only repeat a plan), a secondary copy only below the weights, quantization on or off for the
 // weight gathers (int8) and the gradient reductions (int4). Named after the preset it equals.
 std::vector<ShardPlan> enumerate_plans(const Topology& topology);
-
-// The plan as a --plan value that parses back to it ("weights=gcd,secondary=none,grads=gpu,...").
-std::string plan_spec(const ShardPlan& plan, const Topology& topology);
 
 struct PlanCandidate {
   ShardPlan plan;

@@ -1,5 +1,5 @@
 // The cost model.
-#include "schedule/cost_model.hpp"
+#include "sim/cost_model.hpp"
 
 #include <cmath>
 

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "comm/collective_spec.hpp"
-#include "schedule/cluster_model.hpp"
+#include "sim/cluster_model.hpp"
 #include "schedule/step_schedule.hpp"
 
 namespace strata {

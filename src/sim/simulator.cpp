@@ -1,11 +1,12 @@
 // The simulating executor: two clocks (compute stream, communication stream) advanced op by op.
-#include "schedule/simulator.hpp"
+#include "sim/simulator.hpp"
 
 #include <algorithm>
 #include <map>
 
 #include "core/error.hpp"
 #include "model/gpt.hpp"
+#include "schedule/op_effects.hpp"
 
 namespace strata {
 
@@ -15,54 +16,27 @@ class SimulatingExecutor final : public OpExecutor {
  public:
   SimulatingExecutor(const StepSchedule& schedule, const SimulationInputs& in, const CostModel& cost)
       : schedule_(schedule), in_(in), cost_(cost), topology_(cost.topology()),
-        inline_comm_(!in.overlap || !cost.device().overlaps_communication),
-        gather_done_(static_cast<std::size_t>(schedule.unit_count), 0.0),
-        reduce_done_(static_cast<std::size_t>(schedule.unit_count), 0.0) {}
+        inline_comm_(!in.overlap || !cost.device().overlaps_communication) {}
 
+  // When the op runs is the table's (schedule/op_effects): local work on the compute clock; a
+  // start posts its collective to the communication clock; a wait holds compute until the
+  // collective its start posted is done; a blocking op does its local part, then posts and waits.
+  // What each part costs is priced here.
   void execute(const ScheduleOp& op) override {
-    switch (op.kind) {
-      case OpKind::kGatherStart: {
-        double seconds = cost_.collective_seconds(op.comm);
-        // bf16 working weights are widened into the fp32 compute copy (inside the gather task).
-        if (in_.dtype == DType::kBF16 && !op.comm.quant.enabled()) seconds += cost_.memory_seconds(6.0 * padded(op.unit));
-        gather_done_[unit(op)] = op.comm.empty() ? compute(op, seconds) : post(op, seconds);
+    const OpKindInfo& info = op_kind_info(op.kind);
+    switch (info.sync) {
+      case OpSync::kLocal: compute(op, local_seconds(op)); break;
+      case OpSync::kStart:
+        // A start without a collective (replicated weights) does its task's work inline.
+        done_[{op.kind, op.unit}] = op.comm.empty() ? compute(op, task_seconds(op)) : post(op, task_seconds(op));
         break;
-      }
-      case OpKind::kGatherWait: wait(gather_done_[unit(op)]); break;
-      case OpKind::kKeepSecondary: {
-        std::uint64_t bytes = 0;
-        for (const BufferEffect& b : op.alloc) bytes += b.kind == BufferKind::kSecondary ? b.bytes : 0;
-        compute(op, cost_.memory_seconds(static_cast<double>(bytes) * (1.0 + 4.0 / dtype_size(in_.dtype))));
+      case OpSync::kWait:
+        wait(done_.at({info.pair, op.unit}));
+        compute(op, local_seconds(op));
         break;
-      }
-      case OpKind::kRelease:
-      case OpKind::kBumpEpoch: break;
-      case OpKind::kForward:
-      case OpKind::kBackward: compute(op, compute_seconds(op)); break;
-      case OpKind::kLossReduce:
-      case OpKind::kReduceScatterReplicas:
-      case OpKind::kAllReduceReplicas: blocking(op, cost_.collective_seconds(op.comm)); break;
-      case OpKind::kGatherUpdated:
-        // The updated fp32 slice is narrowed into the working weights, then gathered if need be.
-        compute(op, cost_.memory_seconds((4.0 + dtype_size(in_.dtype)) * optimizer_slice(op.unit)));
-        blocking(op, cost_.collective_seconds(op.comm));
-        break;
-      case OpKind::kReduceScatterStart: reduce_done_[unit(op)] = post(op, cost_.collective_seconds(op.comm)); break;
-      case OpKind::kReduceScatterWait:
-        wait(reduce_done_[unit(op)]);
-        // The reduced piece is added into the fp32 gradient shard: read two, write one.
-        compute(op, cost_.memory_seconds(12.0 * padded(op.unit) / topology_.span(in_.plan.grads)));
-        break;
-      case OpKind::kGradNorm: {
-        double slices = 0.0;
-        for (int u = 0; u < schedule_.unit_count; ++u) slices += optimizer_slice(u);
-        compute(op, cost_.memory_seconds(4.0 * slices));
-        blocking(op, cost_.collective_seconds(op.comm));
-        break;
-      }
-      case OpKind::kOptimizerStep:
-        // AdamW reads gradient, master, m and v and writes master, m and v (fp32).
-        compute(op, cost_.memory_seconds(28.0 * optimizer_slice(op.unit)));
+      case OpSync::kBlocking:
+        compute(op, local_seconds(op));
+        blocking(op, task_seconds(op));
         break;
     }
   }
@@ -74,12 +48,44 @@ class SimulatingExecutor final : public OpExecutor {
   std::vector<TraceSpan> take_spans() { return std::move(spans_); }
 
  private:
-  std::size_t unit(const ScheduleOp& op) const {
-    STRATA_CHECK(op.unit >= 0 && op.unit < schedule_.unit_count, "op {} has no unit", op_kind_name(op.kind));
-    return static_cast<std::size_t>(op.unit);
-  }
   double padded(int u) const { return static_cast<double>(schedule_.padded_numel.at(static_cast<std::size_t>(u))); }
   double optimizer_slice(int u) const { return padded(u) / topology_.span(in_.plan.optimizer); }
+
+  // The op's collective as the communication stream runs it: the collective itself, plus what
+  // its task does around it.
+  double task_seconds(const ScheduleOp& op) const {
+    double seconds = cost_.collective_seconds(op.comm);
+    // bf16 working weights are widened into the fp32 compute copy (inside the gather task).
+    if (op.kind == OpKind::kGatherStart && in_.weight_dtype == DType::kBF16 && !op.comm.quant.enabled()) {
+      seconds += cost_.memory_seconds(6.0 * padded(op.unit));
+    }
+    return seconds;
+  }
+
+  // The op's own work on the compute stream.
+  double local_seconds(const ScheduleOp& op) const {
+    switch (op.kind) {
+      case OpKind::kKeepSecondary: {
+        std::uint64_t bytes = 0;
+        for (const BufferEffect& b : op.alloc) bytes += b.kind == BufferKind::kSecondary ? b.bytes : 0;
+        return cost_.memory_seconds(static_cast<double>(bytes) * (1.0 + 4.0 / dtype_size(in_.weight_dtype)));
+      }
+      case OpKind::kForward:
+      case OpKind::kBackward: return compute_seconds(op);
+      // The updated fp32 slice is narrowed into the working weights, then gathered if need be.
+      case OpKind::kGatherUpdated: return cost_.memory_seconds((4.0 + dtype_size(in_.weight_dtype)) * optimizer_slice(op.unit));
+      // The reduced piece is added into the fp32 gradient shard: read two, write one.
+      case OpKind::kReduceScatterWait: return cost_.memory_seconds(12.0 * padded(op.unit) / topology_.span(in_.plan.grads));
+      case OpKind::kGradNorm: {
+        double slices = 0.0;
+        for (int u = 0; u < schedule_.unit_count; ++u) slices += optimizer_slice(u);
+        return cost_.memory_seconds(4.0 * slices);
+      }
+      // AdamW reads gradient, master, m and v and writes master, m and v (fp32).
+      case OpKind::kOptimizerStep: return cost_.memory_seconds(28.0 * optimizer_slice(op.unit));
+      default: return 0.0;
+    }
+  }
 
   double compute_seconds(const ScheduleOp& op) const {
     const GptConfig& m = in_.model;
@@ -137,27 +143,13 @@ class SimulatingExecutor final : public OpExecutor {
   const CostModel& cost_;
   const Topology& topology_;
   const bool inline_comm_;
-  std::vector<double> gather_done_, reduce_done_;
+  std::map<std::pair<OpKind, int>, double> done_;  // per start kind and unit: when its collective ends
   double compute_clock_ = 0.0, comm_clock_ = 0.0;
   double compute_busy_ = 0.0, comm_busy_ = 0.0, exposed_ = 0.0;
   std::vector<TraceSpan> spans_;
 };
 
 }  // namespace
-
-ScheduleInputs schedule_inputs(const SimulationInputs& in, const ModelLayout& layout, const Topology& topology) {
-  ScheduleInputs s;
-  s.layout = &layout;
-  s.topology = &topology;
-  s.plan = in.plan;
-  s.grad_accum = in.grad_accum;
-  s.tokens_per_micro = static_cast<std::size_t>(in.micro_batch) * static_cast<std::size_t>(in.seq_len);
-  s.seq_len = in.seq_len;
-  s.weight_dtype = s.grad_dtype = in.dtype;
-  s.prefetch = in.prefetch;
-  s.max_live_bytes = in.max_live_bytes;
-  return s;
-}
 
 SimulationResult replay_schedule(const StepSchedule& schedule, const SimulationInputs& in, const CostModel& cost) {
   STRATA_REQUIRE(in.micro_batch >= 1 && in.seq_len >= 1 && in.grad_accum >= 1,
@@ -202,7 +194,7 @@ SimulationResult simulate(const SimulationInputs& given, const Topology& topolog
                  in.model.context_length);
   in.plan.validate(topology);
   const ModelLayout layout(in.model);
-  const StepSchedule schedule = build_step_schedule(schedule_inputs(in, layout, topology));
+  const StepSchedule schedule = build_step_schedule(schedule_inputs(layout, topology, in, in.micro_batch, in.seq_len));
   const CostModel cost(topology, device);
   return replay_schedule(schedule, in, cost);
 }

@@ -1,5 +1,5 @@
 // Plan enumeration and ranking.
-#include "schedule/planner.hpp"
+#include "sim/planner.hpp"
 
 #include <fmt/format.h>
 
@@ -13,10 +13,6 @@
 namespace strata {
 
 namespace {
-
-std::string level_name(const Topology& t, int level) {
-  return level == kReplicated ? "none" : t.level(level).name;
-}
 
 // Two plans are the same plan on this topology when every state spans the same ranks.
 auto signature(const ShardPlan& p, const Topology& t) {
@@ -46,14 +42,6 @@ std::uint64_t level_bytes(const SimulationResult& r, int level) {
 }
 
 }  // namespace
-
-std::string plan_spec(const ShardPlan& p, const Topology& t) {
-  std::string s = fmt::format("weights={},secondary={},grads={},optim={}", level_name(t, p.weights),
-                              level_name(t, p.secondary), level_name(t, p.grads), level_name(t, p.optimizer));
-  if (p.quant_weights != QuantBits::kNone) s += fmt::format(",quant_weights={}", quant_bits_name(p.quant_weights));
-  if (p.quant_grads != QuantBits::kNone) s += fmt::format(",quant_grads={}", quant_bits_name(p.quant_grads));
-  return s;
-}
 
 std::vector<ShardPlan> enumerate_plans(const Topology& t) {
   std::vector<ShardPlan> presets;

@@ -12,22 +12,20 @@
 #include <vector>
 
 #include "model/gpt_config.hpp"
-#include "schedule/chrome_trace.hpp"
-#include "schedule/cluster_model.hpp"
-#include "schedule/cost_model.hpp"
+#include "sim/chrome_trace.hpp"
+#include "sim/cluster_model.hpp"
+#include "sim/cost_model.hpp"
 #include "schedule/counting_executor.hpp"
 
 namespace strata {
 
-struct SimulationInputs {
+// The step's settings (plan, accumulation, dtypes, prefetch, live bound; bf16 by default, as
+// the clusters compute), then the model, the micro-batch and the executor's.
+struct SimulationInputs : StepOptions {
+  SimulationInputs() { weight_dtype = grad_dtype = DType::kBF16; }
   GptConfig model;
-  ShardPlan plan;
   int micro_batch = 1;  // sequences per rank per micro-batch
   int seq_len = 0;      // 0: the model's context length
-  int grad_accum = 1;
-  DType dtype = DType::kBF16;  // working weights and communicated gradients
-  int prefetch = 1;
-  std::uint64_t max_live_bytes = 0;
   bool overlap = true;
   // Price recomputation: each block's backward runs its forward again, and a block keeps only
   // its input between forward and backward (plus one block's working set). The engine stores
@@ -57,9 +55,6 @@ struct SimulationResult {
   std::size_t ops = 0;
   std::vector<TraceSpan> spans;  // when recorded: lane 0 compute, lane 1 communication
 };
-
-// The schedule the engine builds for these inputs (ShardedEngine's constructor takes the same).
-ScheduleInputs schedule_inputs(const SimulationInputs& in, const ModelLayout& layout, const Topology& topology);
 
 // Replays a schedule (the engine's own, or one built by schedule_inputs) on the cost model.
 // `in` gives the plan, the model shape and the executor's options.

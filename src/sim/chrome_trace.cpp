@@ -1,5 +1,5 @@
 // Chrome trace events.
-#include "schedule/chrome_trace.hpp"
+#include "sim/chrome_trace.hpp"
 
 namespace strata {
 

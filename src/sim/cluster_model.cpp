@@ -1,5 +1,5 @@
 // Cluster models: the preset texts, the strict TOML loader, and the topology a cluster gives.
-#include "schedule/cluster_model.hpp"
+#include "sim/cluster_model.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -317,16 +317,31 @@ int ClusterModel::ranks_per_node() const {
   return n;
 }
 
-Topology ClusterModel::topology(int nodes) const {
-  STRATA_REQUIRE(nodes >= 1, "a cluster needs at least one node (got {})", nodes);
+std::string ClusterModel::topology_spec() const {
   std::string spec;
-  for (const LinkLevel& l : levels) {
+  for (std::size_t i = 0; i < levels.size(); ++i) {
+    const LinkLevel& l = levels[i];
     if (!spec.empty()) spec += ',';
     // Exact decimal text: the topology parser reads bandwidth in B/s and latency in ns.
-    spec += fmt::format("{}:{}@{:.17g}MB/s", l.name, l.fanout == 0 ? std::string("*") : std::to_string(l.fanout),
+    const bool outer = i + 1 == levels.size();
+    spec += fmt::format("{}:{}@{:.17g}MB/s", l.name, outer || l.fanout == 0 ? std::string("*") : std::to_string(l.fanout),
                         l.rank_bandwidth() / 1e6);
     if (l.latency > 0.0) spec += fmt::format("~{:.17g}ns", l.latency * 1e9);
   }
+  return spec;
+}
+
+std::string expand_topology_preset(std::string_view spec) {
+  const std::string name = spec == "dgx" ? "dgx-a100" : std::string(spec);
+  for (const std::string& preset : ClusterModel::preset_names()) {
+    if (name == preset) return ClusterModel::preset(preset).topology_spec();
+  }
+  return std::string(spec);
+}
+
+Topology ClusterModel::topology(int nodes) const {
+  STRATA_REQUIRE(nodes >= 1, "a cluster needs at least one node (got {})", nodes);
+  const std::string spec = topology_spec();
   const long long world = static_cast<long long>(ranks_per_node()) * nodes;
   STRATA_REQUIRE(world <= (1 << 24), "cluster '{}': {} nodes of {} ranks is more ranks than the simulator handles", name,
                  nodes, ranks_per_node());

@@ -49,7 +49,10 @@ struct ClusterModel {
   std::vector<LinkLevel> levels;  // innermost first
 
   int ranks_per_node() const;  // product of the fan-outs inside the outermost level
-  // The topology of `nodes` nodes, each level's bandwidth the per-rank share of its link.
+  // The levels as a topology spec, the outermost "*", each level's bandwidth the per-rank share
+  // of its link: what --topology <preset> stands for.
+  std::string topology_spec() const;
+  // The topology of `nodes` nodes.
   Topology topology(int nodes) const;
 
   // A preset name, or a path to a TOML file (which may name `base = "<preset>"` to start from).
@@ -60,6 +63,10 @@ struct ClusterModel {
   static ClusterModel from_toml(std::string_view text, const std::string& source);
   std::string to_toml() const;
 };
+
+// A --topology value with a cluster preset's name in it (dgx: dgx-a100) as the preset's levels
+// (topology_spec); any other text unchanged, for Topology::parse.
+std::string expand_topology_preset(std::string_view spec);
 
 // The stage key a compute op is priced under: "block_forward", "head_backward", ...
 std::string stage_key(const ScheduleOp& op);

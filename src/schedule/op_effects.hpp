@@ -1,0 +1,66 @@
+// What each kind of op means, written once: how it relates to its collective (local work, the
+// start or the wait of a non-blocking one, or a blocking one), what it reads and writes and in
+// what state it leaves each, and which buffer kinds it may allocate and free. The validator, the
+// counting executor, the simulator and the engine all read this table, so a change to an op's
+// meaning is one change.
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "schedule/step_schedule.hpp"
+
+namespace strata {
+
+// How an op uses the communication stream.
+enum class OpSync {
+  kLocal,     // compute-stream work only (or nothing); no collective
+  kStart,     // posts its collective to the communication stream and returns at once
+  kWait,      // waits for the collective its start posted (same unit, micro-batch and step)
+  kBlocking,  // posts its collective behind the earlier ones and waits for it
+};
+
+struct OpKindInfo {
+  const char* name;
+  OpSync sync = OpSync::kLocal;
+  OpKind pair = OpKind::kForward;  // a start's wait, a wait's start (meaningful for those two)
+  // Buffer kinds (BufferKind order) the op may allocate from its start and free after it.
+  std::array<bool, static_cast<std::size_t>(BufferKind::kCount)> allocates{}, frees{};
+};
+
+const OpKindInfo& op_kind_info(OpKind kind);
+inline constexpr OpKind kAllOpKinds[] = {
+    OpKind::kGatherStart,       OpKind::kGatherWait,         OpKind::kKeepSecondary, OpKind::kRelease,
+    OpKind::kForward,           OpKind::kBackward,           OpKind::kLossReduce,    OpKind::kReduceScatterStart,
+    OpKind::kReduceScatterWait, OpKind::kReduceScatterReplicas, OpKind::kAllReduceReplicas, OpKind::kGradNorm,
+    OpKind::kOptimizerStep,     OpKind::kGatherUpdated,      OpKind::kBumpEpoch,     OpKind::kAgreeStop,
+};
+
+// The data an op can touch. Transient ones (a gathered copy, a secondary copy, a unit gradient,
+// the loss, the norm, the stop flag) must be produced inside the list before they are read; the
+// rest is state that lives across steps.
+enum class Resource {
+  kPrimary, kSecondary, kGathered, kUnitGrad, kGradShard, kOptimizer, kActivations, kLoss, kNorm, kStopFlag
+};
+bool is_transient(Resource r);
+std::string resource_name(const StepSchedule& s, Resource r, int unit);
+
+// What a write leaves behind: valid data, or a buffer that must not be read.
+enum class After { kValid, kInFlight, kReleased, kFreed };
+
+struct Access {
+  Resource resource;
+  int unit;  // -1 for resources of no unit
+  bool read;
+  bool write;
+  After after = After::kValid;
+};
+
+// Where a backward op accumulates unit u's gradient: its unit-gradient buffer when the schedule
+// reduce-scatters gradients per micro-batch, else the gradient shard in place.
+Resource gradient_resource(const StepSchedule& s);
+
+// Every access of one op, in order (reads are checked before writes take effect).
+std::vector<Access> op_accesses(const StepSchedule& s, const ScheduleOp& op);
+
+}  // namespace strata
