@@ -6,14 +6,14 @@ namespace strata {
 std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
   return {
       {"model", "model", "model preset: tiny, small, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m, or custom", &c.model},
-      {"n-layer", "model", "transformer blocks (0: the preset's)", &c.n_layer},
-      {"n-embd", "model", "embedding width C (0: the preset's)", &c.n_embd},
-      {"n-head", "model", "attention heads; must divide n-embd (0: the preset's)", &c.n_head},
-      {"vocab-size", "model", "vocabulary size (0: the preset's)", &c.vocab_size},
+      {"n-layer", "model", "transformer blocks (0: the preset's)", &c.shape.n_layer},
+      {"n-embd", "model", "embedding width C (0: the preset's)", &c.shape.n_embd},
+      {"n-head", "model", "attention heads; must divide n-embd (0: the preset's)", &c.shape.n_head},
+      {"vocab-size", "model", "vocabulary size (0: the preset's)", &c.shape.vocab_size},
       {"context-length", "model", "maximum sequence length, the size of the position table (0: the preset's)",
-       &c.context_length},
+       &c.shape.context_length},
       {"vocab-pad", "model", "pad the token table to a multiple of this; padded logits are masked (1: none)",
-       &c.vocab_pad},
+       &c.shape.vocab_pad_multiple},
 
       {"data", "data", "training tokens: an llm.c .bin, a nanoGPT .bin, a UTF-8 .txt, or 'builtin'", &c.data},
       {"val-data", "data", "validation tokens (empty: hold out val-fraction of the training tokens)", &c.val_data},
@@ -39,7 +39,8 @@ std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
 
       {"topology", "parallel",
        "levels innermost first, name:fanout[@bandwidth][~latency], the outermost may be '*' "
-       "(e.g. gcd:2@200GB/s,gpu:4@50GB/s,node:*@12.5GB/s), or a preset: frontier, dgx, flat",
+       "(e.g. gcd:2@200GB/s,gpu:4@50GB/s,node:*@12.5GB/s), a cluster preset's levels (frontier, dgx-a100, "
+       "dgx-h100, cpu; dgx is dgx-a100), or flat",
        &c.topology},
       {"plan", "parallel",
        "where each state is partitioned: ddp, zero1, zero2, zero3, zeropp (int8 weight gathers, int4 gradient "

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 
 namespace strata {
@@ -72,8 +73,8 @@ double TensorArchive::scalar(const std::string& name) const {
 namespace {
 
 template <class T>
-void write_pod(std::ofstream& out, const T& value) {
-  out.write(reinterpret_cast<const char*>(&value), sizeof(T));
+void write_pod(AtomicFile& out, const T& value) {
+  out.write(&value, sizeof(T));
 }
 
 class Reader {
@@ -105,26 +106,20 @@ class Reader {
 }  // namespace
 
 void TensorArchive::save(const std::string& path) const {
-  // Written beside the target and renamed, so an interrupted save never leaves half a file.
-  const std::string tmp = path + ".partial";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    STRATA_REQUIRE(out.good(), "{}: cannot open for writing", tmp);
-    out.write(kMagic, sizeof(kMagic));
-    write_pod(out, kVersion);
-    write_pod(out, static_cast<std::uint32_t>(tensors_.size()));
-    for (const auto& [name, t] : tensors_) {
-      write_pod(out, static_cast<std::uint32_t>(name.size()));
-      out.write(name.data(), static_cast<std::streamsize>(name.size()));
-      write_pod(out, static_cast<std::uint32_t>(t.dtype));
-      write_pod(out, static_cast<std::uint32_t>(t.shape.size()));
-      for (auto d : t.shape) write_pod(out, static_cast<std::uint64_t>(d));
-      out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
-    }
-    out.flush();
-    STRATA_REQUIRE(out.good(), "{}: write failed (disk full?)", tmp);
+  // The one atomic writer: an interrupted save never leaves half a file under the real name.
+  AtomicFile out(path);
+  out.write(kMagic, sizeof(kMagic));
+  write_pod(out, kVersion);
+  write_pod(out, static_cast<std::uint32_t>(tensors_.size()));
+  for (const auto& [name, t] : tensors_) {
+    write_pod(out, static_cast<std::uint32_t>(name.size()));
+    out.write(name.data(), name.size());
+    write_pod(out, static_cast<std::uint32_t>(t.dtype));
+    write_pod(out, static_cast<std::uint32_t>(t.shape.size()));
+    for (auto d : t.shape) write_pod(out, static_cast<std::uint64_t>(d));
+    out.write(t.bytes.data(), t.bytes.size());
   }
-  std::filesystem::rename(tmp, path);
+  out.commit();
 }
 
 TensorArchive TensorArchive::load(const std::string& path) {

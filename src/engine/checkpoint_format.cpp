@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <regex>
+#include <string_view>
 #include <sstream>
 
 #include "core/atomic_file.hpp"
@@ -100,12 +100,33 @@ std::vector<float> read_chunk(const std::string& dir, const ManifestFile& file, 
 std::string step_directory_name(int completed_steps) { return fmt::format("step-{:08d}", completed_steps); }
 std::string rank_file_name(int rank) { return fmt::format("rank-{:05d}.bin", rank); }
 
-int step_of_directory_name(const std::string& dir) {
-  static const std::regex pattern("step-([0-9]{8})");
-  std::smatch m;
-  const std::string name = directory_name(dir);
-  if (!std::regex_match(name, m, pattern)) return -1;
-  return std::stoi(m[1].str());
+namespace {
+
+// "<prefix>" then exactly `digits` decimal digits then "<suffix>"; the number, or -1.
+int numbered_name(std::string_view name, std::string_view prefix, int digits, std::string_view suffix) {
+  if (name.size() != prefix.size() + static_cast<std::size_t>(digits) + suffix.size() || name.substr(0, prefix.size()) != prefix ||
+      name.substr(name.size() - suffix.size()) != suffix) {
+    return -1;
+  }
+  int value = 0;
+  for (char c : name.substr(prefix.size(), static_cast<std::size_t>(digits))) {
+    if (c < '0' || c > '9') return -1;
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
+
+}  // namespace
+
+int step_of_directory_name(const std::string& dir) { return numbered_name(directory_name(dir), "step-", 8, ""); }
+
+bool is_checkpoint_file_name(std::string_view name) {
+  constexpr std::string_view kPartial = ".partial";
+  if (name.size() > kPartial.size() && name.substr(name.size() - kPartial.size()) == kPartial) {
+    name.remove_suffix(kPartial.size());
+  }
+  return name == kManifest || name == kMarker || numbered_name(name, "rank-", 5, ".bin") >= 0 ||
+         numbered_name(name, "rank-", 5, ".json") >= 0;
 }
 
 bool is_inside_checkpoint(const std::string& path) {

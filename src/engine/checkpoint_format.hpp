@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/checkpoint_manifest.hpp"
@@ -17,6 +18,9 @@ std::string step_directory_name(int completed_steps);  // "step-00000010"
 std::string rank_file_name(int rank);                  // "rank-00003.bin"
 // The step a directory's name says ("step-00000010" -> 10), or -1 for any other name.
 int step_of_directory_name(const std::string& dir);
+// Whether a file name is one this format writes (manifest, marker, a rank's shard or index, or
+// one of those under its temporary name): the only files a cleanup may delete.
+bool is_checkpoint_file_name(std::string_view name);
 
 // Whether the file `path` lies in a checkpoint's step directory (one named step-NNNNNNNN, or
 // holding a completion marker or rank 0's shard): no other output may be written there.

@@ -3,21 +3,13 @@
 
 #include <fmt/format.h>
 
+#include "core/format_units.hpp"
+
 #include <algorithm>
 #include <vector>
 
 namespace strata {
 
-namespace {
-
-std::string human(double bytes) {
-  if (bytes >= 1e9) return fmt::format("{:.2f} GB", bytes / 1e9);
-  if (bytes >= 1e6) return fmt::format("{:.2f} MB", bytes / 1e6);
-  if (bytes >= 1e3) return fmt::format("{:.2f} kB", bytes / 1e3);
-  return fmt::format("{:.0f} B", bytes);
-}
-
-}  // namespace
 
 nlohmann::json plan_report(const PlanReportInputs& in) {
   const Topology& t = *in.topology;
@@ -82,7 +74,7 @@ nlohmann::json plan_report(const PlanReportInputs& in) {
 
 std::string format_plan_report(const nlohmann::json& r) {
   const bool measured = r["steps_measured"].get<int>() > 0;
-  auto shown = [&](double bytes) { return measured ? human(bytes) : std::string("-"); };
+  auto shown = [&](double bytes) { return measured ? format_bytes(bytes) : std::string("-"); };
   std::string out = fmt::format("plan {}: {} | topology {} ({} ranks) | weights {}, gradients {} | schedule of {} ops | {} "
                                 "step(s) measured\n",
                                 r["plan"].get<std::string>(), r["plan_levels"].get<std::string>(),
@@ -92,15 +84,15 @@ std::string format_plan_report(const nlohmann::json& r) {
   out += fmt::format("  {:<18} {:<10} {:>5} {:>14} {:>14}\n", "state (per rank)", "level", "span", "schedule", "allocated");
   for (const auto& s : r["memory"]) {
     out += fmt::format("  {:<18} {:<10} {:>5} {:>14} {:>14}\n", s["state"].get<std::string>(),
-                       s["level"].get<std::string>(), s["span"].get<int>(), human(s["schedule_bytes"].get<double>()),
-                       human(s["measured_bytes"].get<double>()));
+                       s["level"].get<std::string>(), s["span"].get<int>(), format_bytes(s["schedule_bytes"].get<double>()),
+                       format_bytes(s["measured_bytes"].get<double>()));
   }
   for (const auto& b : r["scheduled_buffers"]) {
     out += fmt::format("  {:<18} {:<10} {:>5} {:>14} {:>14}\n", b["kind"].get<std::string>(), "peak", "",
-                       human(b["schedule_peak_bytes"].get<double>()), shown(b["measured_peak_bytes"].get<double>()));
+                       format_bytes(b["schedule_peak_bytes"].get<double>()), shown(b["measured_peak_bytes"].get<double>()));
   }
   out += fmt::format("  {:<18} {:<10} {:>5} {:>14} {:>14}   (+ {} collective staging)\n", "all of them", "peak", "",
-                     human(r["scheduled_peak_bytes"].get<double>()),
+                     format_bytes(r["scheduled_peak_bytes"].get<double>()),
                      shown(r["measured_scheduled_peak_bytes"].get<double>()),
                      shown(r["collective_scratch_peak_bytes"].get<double>()));
   out += fmt::format("  traffic per optimizer step ({} micro-batches), bytes each rank sends (and receives):\n",
@@ -112,9 +104,9 @@ std::string format_plan_report(const nlohmann::json& r) {
     out += fmt::format("  {:<8} {:>6} {:>11} | {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} | {:>6} {:>9}\n",
                        l["level"].get<std::string>(), l["fanout"].get<int>(),
                        bw > 0 ? fmt::format("{:g} GB/s", bw / 1e9) : std::string("-"),
-                       human(l["schedule_step_micro_bytes"].get<double>()), shown(l["measured_step_micro_sent"].get<double>()),
+                       format_bytes(l["schedule_step_micro_bytes"].get<double>()), shown(l["measured_step_micro_sent"].get<double>()),
                        shown(l["measured_step_micro_received"].get<double>()),
-                       human(l["schedule_step_boundary_bytes"].get<double>()),
+                       format_bytes(l["schedule_step_boundary_bytes"].get<double>()),
                        shown(l["measured_step_boundary_sent"].get<double>()),
                        shown(l["measured_step_boundary_received"].get<double>()),
                        measured ? fmt::format("{}", l["measured_step_calls"].get<std::uint64_t>()) : std::string("-"),
@@ -124,7 +116,7 @@ std::string format_plan_report(const nlohmann::json& r) {
   out += fmt::format("  control (loss, norm and stop scalars, not above): {} all-reduces per step in the schedule; {} "
                      "over the run, {}\n",
                      r["control"]["schedule_calls_per_step"].get<std::uint64_t>(),
-                     r["control"]["measured_calls"].get<std::uint64_t>(), human(r["control"]["measured_bytes"].get<double>()));
+                     r["control"]["measured_calls"].get<std::uint64_t>(), format_bytes(r["control"]["measured_bytes"].get<double>()));
   return out;
 }
 

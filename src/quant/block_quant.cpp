@@ -102,9 +102,20 @@ void dequantize_bf16_ref(int q, std::uint32_t block, const unsigned char* scales
                          std::size_t n, std::uint16_t* out) {
   for_each_decoded(q, block, scales, codes, n, [&](std::size_t i, float v) { out[i] = to_bf16(v); });
 }
+// accum + v with the NaN that propagates made explicit: IEEE 754 leaves to the implementation which
+// input's payload a NaN sum carries, and a compiler may swap the operands of a commutative add
+// (the sanitizer build did), so the definition says: the accumulator's NaN, else the decoded one,
+// quieted, as x86's add with the accumulator as first operand gives.
+float nan_ordered_add(float accum, float v) {
+  const auto quiet = [](float x) { return std::bit_cast<float>(std::bit_cast<std::uint32_t>(x) | 0x00400000u); };
+  if (std::isnan(accum)) return quiet(accum);
+  if (std::isnan(v)) return quiet(v);
+  return accum + v;
+}
+
 void dequantize_add_ref(int q, std::uint32_t block, const unsigned char* scales, const unsigned char* codes,
                         std::size_t n, float* accum) {
-  for_each_decoded(q, block, scales, codes, n, [&](std::size_t i, float v) { accum[i] = accum[i] + v; });
+  for_each_decoded(q, block, scales, codes, n, [&](std::size_t i, float v) { accum[i] = nan_ordered_add(accum[i], v); });
 }
 
 }  // namespace

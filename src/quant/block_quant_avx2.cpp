@@ -198,12 +198,21 @@ struct StoreBf16 {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), _mm256_permute4x64_epi64(packed, _MM_SHUFFLE(3, 1, 2, 0)));
   }
 };
+// The reference's nan_ordered_add: the sum, then the accumulator's NaN (else the decoded one),
+// quieted, put back explicitly, whatever operand order the compiler gave the add.
+inline __m256 nan_ordered_add(__m256 acc, __m256 v) {
+  const __m256 quiet = _mm256_castsi256_ps(_mm256_set1_epi32(0x00400000));
+  __m256 r = _mm256_add_ps(acc, v);
+  r = _mm256_blendv_ps(r, _mm256_or_ps(v, quiet), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  return _mm256_blendv_ps(r, _mm256_or_ps(acc, quiet), _mm256_cmp_ps(acc, acc, _CMP_UNORD_Q));
+}
+
 struct AddF32 {
   using T = float;
   // accum + decoded: the product was rounded on its own before this add.
   static void put(float* d, __m256 a, __m256 b) {
-    _mm256_storeu_ps(d, _mm256_add_ps(_mm256_loadu_ps(d), a));
-    _mm256_storeu_ps(d + 8, _mm256_add_ps(_mm256_loadu_ps(d + 8), b));
+    _mm256_storeu_ps(d, nan_ordered_add(_mm256_loadu_ps(d), a));
+    _mm256_storeu_ps(d + 8, nan_ordered_add(_mm256_loadu_ps(d + 8), b));
   }
 };
 

@@ -183,14 +183,24 @@ struct StoreBf16 {
     _mm256_mask_storeu_epi16(out + i, k, to_bf16_16<kMayBeNan>(v));
   }
 };
+// The reference's nan_ordered_add: the sum, then the accumulator's NaN (else the decoded one),
+// quieted, put back explicitly, whatever operand order the compiler gave the add.
+inline __m512 nan_ordered_add(__m512 acc, __m512 v) {
+  const __m512i quiet = _mm512_set1_epi32(0x00400000);
+  __m512i r = _mm512_castps_si512(_mm512_add_ps(acc, v));
+  r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_castps_si512(v), quiet);
+  r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(acc, acc, _CMP_UNORD_Q), _mm512_castps_si512(acc), quiet);
+  return _mm512_castsi512_ps(r);
+}
+
 struct AddF32 {
   float* accum;
   // accum + decoded: the product was rounded on its own before this add.
   void full(std::size_t i, __m512 v) const {
-    _mm512_storeu_ps(accum + i, _mm512_add_ps(_mm512_loadu_ps(accum + i), v));
+    _mm512_storeu_ps(accum + i, nan_ordered_add(_mm512_loadu_ps(accum + i), v));
   }
   void part(std::size_t i, __mmask16 k, __m512 v) const {
-    _mm512_mask_storeu_ps(accum + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, accum + i), v));
+    _mm512_mask_storeu_ps(accum + i, k, nan_ordered_add(_mm512_maskz_loadu_ps(k, accum + i), v));
   }
 };
 

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "core/format_units.hpp"
 
 namespace strata {
 
@@ -22,18 +23,6 @@ auto signature(const ShardPlan& p, const Topology& t) {
 }
 
 bool same_plan(const ShardPlan& a, const ShardPlan& b, const Topology& t) { return signature(a, t) == signature(b, t); }
-
-std::string format_seconds(double s) {
-  if (s >= 1.0) return fmt::format("{:.3g} s", s);
-  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
-  return fmt::format("{:.3g} us", s * 1e6);
-}
-
-std::string format_bytes(double b) {
-  if (b >= 1e9) return fmt::format("{:.3g} GB", b / 1e9);
-  if (b >= 1e6) return fmt::format("{:.3g} MB", b / 1e6);
-  return fmt::format("{:.3g} kB", b / 1e3);
-}
 
 std::uint64_t level_bytes(const SimulationResult& r, int level) {
   std::uint64_t n = 0;

@@ -12,7 +12,6 @@
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
-#include <regex>
 
 #include "comm/agreement.hpp"
 #include "core/error.hpp"
@@ -24,18 +23,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool is_step_name(const std::string& name) {
-  static const std::regex pattern("step-[0-9]{8}");
-  return std::regex_match(name, pattern);
-}
+bool is_step_name(const std::string& name) { return step_of_directory_name(name) >= 0; }
 
 // Removes a step directory of ours: only the names this format writes; anything else stays (and
 // so does the directory).
 void remove_step_directory(const fs::path& dir) {
-  static const std::regex ours("(manifest\\.json|COMPLETE|rank-[0-9]{5}\\.(bin|json))(\\.partial)?");
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_regular_file(ec) && std::regex_match(entry.path().filename().string(), ours)) fs::remove(entry.path(), ec);
+    if (entry.is_regular_file(ec) && is_checkpoint_file_name(entry.path().filename().string())) fs::remove(entry.path(), ec);
   }
   fs::remove(dir, ec);  // fails, harmlessly, when something else is left in it
 }

@@ -12,6 +12,7 @@
 
 #include "comm/local_communicator.hpp"
 #include "core/error.hpp"
+#include "core/format_units.hpp"
 #include "core/threads.hpp"
 #include "engine/local_engine.hpp"
 #include "engine/sharded_engine.hpp"
@@ -49,13 +50,6 @@ std::uint64_t machine_memory_bytes() {
   return (static_cast<std::uint64_t>(info.totalram) + info.totalswap) * info.mem_unit;
 }
 
-std::string readable_bytes(double bytes) {
-  const char* units[] = {"B", "kB", "MB", "GB", "TB", "PB", "EB"};
-  int u = 0;
-  while (bytes >= 1000.0 && u < 6) bytes /= 1000.0, ++u;
-  return fmt::format("{:.3g} {}", bytes, units[u]);
-}
-
 // Refuses, before anything is allocated, a run one rank of which could not hold its states and
 // activations even with all of this machine's memory and swap: a sentence instead of
 // std::bad_alloc after minutes of paging.
@@ -73,10 +67,10 @@ void require_memory_fits(const TrainConfig& config, std::uint64_t states, const 
                  "({} for {}, {} of activations{}), more than this machine's {} of memory and swap: choose a smaller "
                  "model, micro-batch or sequence, or a plan that partitions more",
                  model.name, model.n_layer, model.n_embd, model.vocab_size,
-                 static_cast<double>(model.parameter_count()), config.batch_size, seq, readable_bytes(total),
-                 readable_bytes(static_cast<double>(states)), states_what, readable_bytes(static_cast<double>(activations)),
-                 corpus > 0 ? fmt::format(", {} for the built-in corpus", readable_bytes(static_cast<double>(corpus))) : "",
-                 readable_bytes(static_cast<double>(available)));
+                 static_cast<double>(model.parameter_count()), config.batch_size, seq, format_bytes(total),
+                 format_bytes(static_cast<double>(states)), states_what, format_bytes(static_cast<double>(activations)),
+                 corpus > 0 ? fmt::format(", {} for the built-in corpus", format_bytes(static_cast<double>(corpus))) : "",
+                 format_bytes(static_cast<double>(available)));
 }
 
 }  // namespace

@@ -10,28 +10,24 @@ namespace strata {
 GptConfig TrainConfig::model_config() const {
   GptConfig c;
   if (model == "custom") {
-    STRATA_REQUIRE(n_layer > 0 && n_embd > 0 && n_head > 0 && vocab_size > 0 && context_length > 0,
+    STRATA_REQUIRE(shape.n_layer > 0 && shape.n_embd > 0 && shape.n_head > 0 && shape.vocab_size > 0 &&
+                       shape.context_length > 0,
                    "model 'custom' needs n-layer, n-embd, n-head, vocab-size and context-length");
   } else {
     c = GptConfig::preset(model);
   }
-  if (n_layer > 0) c.n_layer = n_layer;
-  if (n_embd > 0) c.n_embd = n_embd;
-  if (n_head > 0) c.n_head = n_head;
-  if (vocab_size > 0) c.vocab_size = vocab_size;
-  if (context_length > 0) c.context_length = context_length;
-  c.vocab_pad_multiple = vocab_pad;
+  for (auto [size, given] : {std::pair{&c.n_layer, shape.n_layer}, std::pair{&c.n_embd, shape.n_embd},
+                             std::pair{&c.n_head, shape.n_head}, std::pair{&c.vocab_size, shape.vocab_size},
+                             std::pair{&c.context_length, shape.context_length}}) {
+    if (given > 0) *size = given;
+  }
+  c.vocab_pad_multiple = shape.vocab_pad_multiple;
   c.validate();
   return c;
 }
 
 void TrainConfig::resolve_defaults() {
-  const GptConfig c = model_config();
-  n_layer = c.n_layer;
-  n_embd = c.n_embd;
-  n_head = c.n_head;
-  vocab_size = c.vocab_size;
-  context_length = c.context_length;
+  shape = model_config();
   seq_len = resolved_seq_len();
 }
 
@@ -43,7 +39,8 @@ int TrainConfig::resolved_seq_len() const { return seq_len > 0 ? seq_len : model
 
 void TrainConfig::validate() const {
   const GptConfig c = model_config();
-  STRATA_REQUIRE(n_layer >= 0 && n_embd >= 0 && n_head >= 0 && vocab_size >= 0 && context_length >= 0,
+  STRATA_REQUIRE(shape.n_layer >= 0 && shape.n_embd >= 0 && shape.n_head >= 0 && shape.vocab_size >= 0 &&
+                     shape.context_length >= 0,
                  "model sizes must not be negative");
   STRATA_REQUIRE(batch_size >= 1, "batch-size must be at least 1 (got {})", batch_size);
   STRATA_REQUIRE(seq_len >= 0 && resolved_seq_len() <= c.context_length,

@@ -10,14 +10,10 @@
 namespace strata {
 
 struct TrainConfig {
-  // Model: a preset, optionally with fields overridden (0 keeps the preset's value).
+  // Model: a preset, and a shape whose non-zero fields override the preset's (the vocabulary
+  // padding always applies). model_config() is the two merged.
   std::string model = "tiny";
-  int n_layer = 0;
-  int n_embd = 0;
-  int n_head = 0;
-  int vocab_size = 0;
-  int context_length = 0;
-  int vocab_pad = 128;
+  GptConfig shape;  // sizes 0: the preset's
 
   // Data.
   std::string data = "builtin";  // a path, or "builtin" for the generated corpus

@@ -32,6 +32,8 @@
 #include "engine/unit_collectives.hpp"
 #include "plan/unit_padding.hpp"
 #include "schedule/counting_executor.hpp"
+#include "schedule/op_effects.hpp"
+#include "schedule/validate.hpp"
 #include "sim/simulator.hpp"
 #include "train/checkpoint.hpp"
 #include "support/plan_formulas.hpp"
@@ -511,6 +513,114 @@ latency = 5e-6
     EXPECT_EQ(replayed.step_seconds, sim.step_seconds) << where;
     EXPECT_EQ(replayed.ops, sim.ops) << where;
   });
+}
+
+// The simulator's inputs for what a tiny-model engine runs, and a device for pricing it.
+SimulationInputs simulation_of(const ShardedEngine& engine, const RunSettings& s) {
+  SimulationInputs in;
+  static_cast<StepOptions&>(in) = engine.options();
+  in.model = GptConfig::preset("tiny");
+  in.micro_batch = s.batch_per_rank;
+  in.seq_len = s.seq_len;
+  return in;
+}
+DeviceModel simple_device() {
+  DeviceModel device;
+  device.peak_flops = 1e10;
+  device.memory_bandwidth = 1e10;
+  return device;
+}
+
+// One table of op meanings (schedule/op_effects): for every preset and three quantized plans, the
+// engine took the table's sync path for every op and acquired and released exactly the buffers
+// the op lists, each of a kind the table lets that op allocate or free; the counting executor
+// and the simulator, reading the same list, reach the engine's own peaks; the validator accepts it.
+TEST(World8, EveryExecutorReadsTheOneTableOfOpEffects) {
+  ASSERT_EQ(world_size(), 8);
+  const Topology t = Topology::parse("gcd:2@4GB/s~1us,gpu:2@2GB/s~2us,node:2@1GB/s~5us", 8);
+  std::vector<std::string> plans = ShardPlan::preset_names();
+  plans.push_back("hier3,quant_weights=int8,quant_grads=int4");
+  plans.push_back("zero3,quant_weights=int4,quant_grads=int8,quant_block=64");
+  plans.push_back("mics,quant_grads=int4");
+  RunSettings s;
+  s.steps = 2;
+  for (const std::string& plan : plans) {
+    MpiCommunicator comm(t);
+    ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
+                         options_for(plan, t, DType::kBF16, s));
+    engine.record_executed_ops(true);
+    run_sharded(engine, s);
+    const StepSchedule& sched = engine.schedule();
+    EXPECT_TRUE(validate_schedule(sched).ok()) << plan;
+    const std::vector<ExecutedOp>& done = engine.executed_ops();
+    ASSERT_EQ(done.size(), sched.ops.size() * static_cast<std::size_t>(s.steps)) << plan;
+    for (std::size_t i = 0; i < done.size(); ++i) {
+      const ScheduleOp& op = sched.ops[i % sched.ops.size()];
+      const OpKindInfo& info = op_kind_info(op.kind);
+      const std::string where = plan + ": " + describe_op(sched, static_cast<int>(i % sched.ops.size()));
+      ASSERT_EQ(done[i].kind, op.kind) << where;
+      EXPECT_EQ(done[i].sync, info.sync) << where;
+      EXPECT_EQ(done[i].acquired, op.alloc) << where;
+      EXPECT_EQ(done[i].released, op.free) << where;
+      for (const BufferEffect& b : done[i].acquired) EXPECT_TRUE(info.allocates[static_cast<std::size_t>(b.kind)]) << where;
+      for (const BufferEffect& b : done[i].released) EXPECT_TRUE(info.frees[static_cast<std::size_t>(b.kind)]) << where;
+    }
+    const MeasuredMemory m = engine.measured_memory();
+    const ScheduleCounts counts = count_schedule(sched, t);
+    EXPECT_EQ(counts.peak_by_kind, m.scheduled_peak_by_kind) << plan;
+    EXPECT_EQ(counts.peak_live_bytes, m.scheduled_peak) << plan;
+    const SimulationResult sim = replay_schedule(sched, simulation_of(engine, s), CostModel(t, simple_device()));
+    EXPECT_EQ(sim.memory.scheduled_peak, m.scheduled_peak) << plan;
+  }
+}
+
+// The per-step stop agreement is a scheduled control op: a request on one rank stops every rank
+// after that step (and not before), the meter counts it as control traffic exactly as the
+// schedule says, and the simulator prices it: its replay with the op is slower than without by
+// the op's own cost.
+TEST(World8, TheStopAgreementIsScheduledMeteredAndSimulated) {
+  ASSERT_EQ(world_size(), 8);
+  const Topology t = Topology::parse("gcd:2@4GB/s~1us,gpu:2@2GB/s~2us,node:2@1GB/s~5us", 8);
+  RunSettings s;
+  MpiCommunicator comm(t);
+  ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
+                       options_for("hier3", t, DType::kF32, s));
+  BatchLoader loader(corpus(), "corpus", s.batch_per_rank * 8, s.seq_len);
+  std::vector<std::int32_t> in(static_cast<std::size_t>(s.batch_per_rank * s.seq_len)), tgt(in.size());
+  std::vector<bool> stopped;
+  for (int step = 0; step < 3; ++step) {
+    const StepOutcome o = train_step(
+        engine, s.recipe(), step,
+        [&](int micro, std::span<std::int32_t> a, std::span<std::int32_t> b) {
+          loader.fill(static_cast<std::uint64_t>(step * s.grad_accum + micro), world_rank() * s.batch_per_rank,
+                      s.batch_per_rank, a, b);
+        },
+        in, tgt, [&] { return step == 1 && world_rank() == 3; });
+    stopped.push_back(o.stop);
+  }
+  EXPECT_EQ(stopped, (std::vector<bool>{false, true, false})) << "rank " << world_rank();
+
+  const StepSchedule& sched = engine.schedule();
+  const auto agree = std::find_if(sched.ops.begin(), sched.ops.end(), [](const ScheduleOp& op) { return op.kind == OpKind::kAgreeStop; });
+  ASSERT_NE(agree, sched.ops.end());
+  EXPECT_EQ(std::count_if(sched.ops.begin(), sched.ops.end(), [](const ScheduleOp& op) { return op.kind == OpKind::kAgreeStop; }), 1);
+  EXPECT_TRUE(agree->comm.is_control());
+  EXPECT_EQ(agree->comm.last_level, t.level_count() - 1) << "over every rank";
+  const ScheduleCounts counts = count_schedule(sched, t);
+  // Two loss reductions, the norm (hier3's optimizer is partitioned) and the agreement.
+  EXPECT_EQ(counts.control_calls, 4u);
+  EXPECT_EQ(comm.meter().control().calls, counts.control_calls * 3);
+  EXPECT_EQ(comm.meter().control().bytes_sent, counts.control_bytes * 3);
+
+  const SimulationInputs sim_in = simulation_of(engine, s);
+  const CostModel cost(t, simple_device());
+  StepSchedule without = sched;
+  without.ops.erase(without.ops.begin() + (agree - sched.ops.begin()));
+  const double with_op = replay_schedule(sched, sim_in, cost).step_seconds;
+  const double without_op = replay_schedule(without, sim_in, cost).step_seconds;
+  EXPECT_GT(cost.collective_seconds(agree->comm), 0.0);
+  EXPECT_NEAR(with_op - without_op, cost.collective_seconds(agree->comm), 1e-12);
+  EXPECT_EQ(replay_schedule(sched, sim_in, cost).counts.control_calls, counts.control_calls);
 }
 
 // The engine refuses to gather from a secondary copy made before the weights changed, even when

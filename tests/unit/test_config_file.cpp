@@ -39,7 +39,7 @@ TEST(ConfigFile, KeysApplyAndFlagsWin) {
   const TrainConfig c = parse({"--steps", "9"}, p);
   EXPECT_EQ(c.steps, 9);  // the flag wins
   EXPECT_DOUBLE_EQ(c.lr, 2e-4);
-  EXPECT_EQ(c.n_layer, 3);
+  EXPECT_EQ(c.shape.n_layer, 3);
   EXPECT_EQ(c.model, "small");
   EXPECT_EQ(c.batch_size, 5);
 }

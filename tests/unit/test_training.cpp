@@ -115,7 +115,7 @@ TEST(Training, ResumeRefusesACheckpointOfAnotherModel) {
   std::ostringstream sink;
   run_to_end(save, sink);
   TrainConfig other = tiny_run();
-  other.n_embd = 32;
+  other.shape.n_embd = 32;
   other.resume = save.save;
   try {
     run_to_end(other, sink);

@@ -1,0 +1,12 @@
+// Sizes and times as a person reads them ("1.23 GB", "4.5 ms"): one formatter for every report,
+// refusal and table, so the same quantity reads the same everywhere.
+#pragma once
+
+#include <string>
+
+namespace strata {
+
+std::string format_bytes(double bytes);      // B, kB, MB, GB, TB, PB (powers of 1000), 3 digits
+std::string format_seconds(double seconds);  // ns, us, ms or s, 3 digits
+
+}  // namespace strata
