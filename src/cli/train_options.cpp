@@ -63,6 +63,11 @@ std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
        "1: collectives run on a communication thread while compute goes on (needs MPI_THREAD_SERIALIZED); "
        "0: each runs on the compute thread when reached",
        &c.overlap},
+      {"boundary-overlap", "parallel",
+       "1: each unit's boundary replica reduction starts as soon as its last micro-batch gradient is in, and its "
+       "updated-weights gather finishes under the next step's forward (waited for just before that unit's first "
+       "gather); 0: both run at the step boundary, each waited for at once",
+       &c.boundary_overlap},
       {"report", "parallel", "measure one step, print the plan's memory and traffic report, and stop", &c.report},
 
       {"seed", "run", "seed of the weight initialisation", &c.seed},

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.hpp"
+#include "core/threads.hpp"
 
 namespace strata {
 
@@ -140,6 +141,7 @@ std::uint64_t CommThread::tasks_run() const {
 }
 
 void CommThread::loop() {
+  compute_on_this_thread_only("strata-comm");
   for (;;) {
     std::shared_ptr<Task> task;
     {

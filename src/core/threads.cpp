@@ -4,6 +4,7 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <pthread.h>
 
 namespace strata {
 
@@ -14,5 +15,10 @@ void set_thread_count(int n) {
 }
 
 int thread_count() { return omp_get_max_threads(); }
+
+void compute_on_this_thread_only(const char* name) {
+  omp_set_num_threads(1);
+  pthread_setname_np(pthread_self(), name);  // at most 15 characters
+}
 
 }  // namespace strata

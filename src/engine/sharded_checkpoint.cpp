@@ -16,6 +16,7 @@ void ShardedEngine::gather_full(const AlignedBuffer<float>& slice, UnitShard& u,
 }
 
 std::vector<float> ShardedEngine::gather_master(int unit) {
+  flush();
   UnitShard& u = shard(unit);
   comm_.meter().set_phase(TrafficPhase::kOther);
   std::vector<float> full(u.padded);
@@ -25,6 +26,7 @@ std::vector<float> ShardedEngine::gather_master(int unit) {
 }
 
 std::vector<CheckpointPiece> ShardedEngine::checkpoint_pieces() {
+  flush();  // the pieces are read on this thread while nothing is in flight
   const Topology& t = comm_.topology();
   // The first replica of this rank's optimizer slice: coordinate 0 on every level above it.
   const std::vector<int> coords = t.coordinates(comm_.rank());
@@ -45,6 +47,7 @@ std::vector<CheckpointPiece> ShardedEngine::checkpoint_pieces() {
 }
 
 void ShardedEngine::load_checkpoint(const CheckpointReader& reader) {
+  flush();  // no update in flight may write the primary shards after the loaded weights
   for (std::size_t i = 0; i < units_.size(); ++i) {
     UnitShard& u = *units_[i];
     const int unit = static_cast<int>(i);

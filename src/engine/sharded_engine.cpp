@@ -114,12 +114,16 @@ std::string ShardedEngine::description() const {
   const Topology& t = comm_.topology();
   const std::string bound =
       options_.max_live_bytes == 0 ? "" : fmt::format(" (at most {} gathered bytes)", options_.max_live_bytes);
-  return fmt::format("sharded | topology {} | plan {}: {} | {} | prefetch {}{} | overlap {}", t.to_string(),
-                     options_.plan.name, options_.plan.describe(t), dtype_name(options_.weight_dtype),
-                     options_.prefetch, bound, options_.overlap ? "on (communication thread)" : "off");
+  return fmt::format("sharded | topology {} | plan {}: {} | {} | prefetch {}{} | overlap {} | boundary overlap {}",
+                     t.to_string(), options_.plan.name, options_.plan.describe(t), dtype_name(options_.weight_dtype),
+                     options_.prefetch, bound, options_.overlap ? "on (communication thread)" : "off",
+                     options_.boundary_overlap ? "on" : "off");
 }
 
-nlohmann::json ShardedEngine::traffic_totals() { return job_traffic_totals(comm_); }
+nlohmann::json ShardedEngine::traffic_totals() {
+  flush();
+  return job_traffic_totals(comm_);
+}
 
 PlanReportInputs ShardedEngine::report_inputs() const {
   PlanReportInputs in;
@@ -134,6 +138,7 @@ PlanReportInputs ShardedEngine::report_inputs() const {
 }
 
 std::string ShardedEngine::report() {
+  flush();
   std::string out = format_plan_report(plan_report(report_inputs()));
   const OverlapStats o = overlap_stats();
   if (o.collectives > 0) {
@@ -229,6 +234,11 @@ void ShardedEngine::check_accesses(const ScheduleOp& op) {
       case Resource::kSecondary:
         if (a.read) (void)secondary_copy(a.unit);  // refuses a missing or stale copy with a sentence
         break;
+      case Resource::kPrimary:
+        // A read of the primary shard while its update is in flight would see half the new weights.
+        STRATA_CHECK(!a.read || u.primary_state == PrimaryResidency::kCurrent, "{} reads {}, which is {}",
+                     op_kind_name(op.kind), what, residency_name(u.primary_state));
+        break;
       case Resource::kUnitGrad:
         STRATA_CHECK(u.unit_grad != GradResidency::kNone, "{} touches {}, which is not allocated", op_kind_name(op.kind),
                      what);
@@ -290,6 +300,48 @@ void ShardedEngine::start(const ScheduleOp& op) {
       }
       u.gather = comm_thread_->post(task_name(op), gather_task(op));
       return;
+    case OpKind::kReplicaReduceScatterStart: {
+      STRATA_CHECK(op.comm.elements == u.grad_len, "a replica reduce-scatter of unit {} as {} elements", op.unit,
+                   op.comm.elements);
+      STRATA_CHECK(!u.replica_task, "a second replica reduction of unit {} in flight", op.unit);
+      const CollectiveSpec spec = op.comm;
+      const TrafficPhase phase = op.phase;
+      UnitShard* unit = &u;
+      u.replica_task = comm_thread_->post(task_name(op), [this, unit, spec, phase] {
+        comm_.meter().set_phase(phase);
+        reduce_scatter_replicas(comm_, spec, unit->grad_shard.data(), unit->reduced_grad(), scratch_);
+      });
+      return;
+    }
+    case OpKind::kReplicaAllReduceStart: {
+      STRATA_CHECK(op.comm.elements == u.optim_len, "a replica all-reduce of unit {} as {} elements", op.unit,
+                   op.comm.elements);
+      STRATA_CHECK(!u.replica_task, "a second replica reduction of unit {} in flight", op.unit);
+      const CollectiveSpec spec = op.comm;
+      const TrafficPhase phase = op.phase;
+      UnitShard* unit = &u;
+      u.replica_task = comm_thread_->post(task_name(op), [this, unit, spec, phase] {
+        comm_.meter().set_phase(phase);
+        all_reduce_replicas(comm_, spec, unit->reduced_grad(), scratch_);
+      });
+      return;
+    }
+    case OpKind::kGatherUpdatedStart: {
+      STRATA_CHECK(op.comm.elements == u.weight_len && op.comm.dtype == options_.weight_dtype,
+                   "the updated weights of unit {} as {} elements", op.unit, op.comm.elements);
+      STRATA_CHECK(!u.updated_task && u.primary_state == PrimaryResidency::kCurrent,
+                   "a second update of the primary shard of unit {} in flight", op.unit);
+      const CollectiveSpec spec = op.comm;
+      const TrafficPhase phase = op.phase;
+      UnitShard* unit = &u;
+      u.primary_state = PrimaryResidency::kUpdating;
+      u.updated_task = comm_thread_->post(task_name(op), [this, unit, spec, phase] {
+        comm_.meter().set_phase(phase);
+        gather_updated(comm_, spec, unit->master.data(), unit->optim_len, unit->optim_offset, unit->primary.data(),
+                       unit->weight_offset);
+      });
+      return;
+    }
     case OpKind::kReduceScatterStart: {
       STRATA_CHECK(op.comm.elements == u.padded, "a reduce-scatter of unit {} as {} elements", op.unit, op.comm.elements);
       STRATA_CHECK(u.unit_grad == GradResidency::kOpen, "a reduce-scatter of unit {} whose gradient is {}", op.unit,
@@ -330,6 +382,20 @@ void ShardedEngine::wait(const ScheduleOp& op) {
       u.reduction->accumulate(u.grad_shard.data(), u.grad_len);
       u.reduction.reset();
       u.unit_grad = GradResidency::kOpen;  // its free effect drops it
+      return;
+    case OpKind::kReplicaReduceScatterWait:
+    case OpKind::kReplicaAllReduceWait:
+      STRATA_CHECK(u.replica_task != nullptr, "a replica reduction wait of unit {} without its start", op.unit);
+      u.replica_task->wait();
+      u.replica_task.reset();
+      return;
+    case OpKind::kGatherUpdatedWait:
+      // The first step of a run has nothing in flight (and neither has one after a flush).
+      if (u.updated_task) {
+        u.updated_task->wait();
+        u.updated_task.reset();
+      }
+      u.primary_state = PrimaryResidency::kCurrent;
       return;
     default: STRATA_CHECK(false, "{} is not a wait", op_kind_name(op.kind));
   }
@@ -425,7 +491,6 @@ void ShardedEngine::local(const ScheduleOp& op, const SegmentOperands& x, Segmen
 }
 
 void ShardedEngine::blocking(const ScheduleOp& op, const SegmentOperands& x, SegmentResults& results) {
-  UnitShard* u = op.unit >= 0 ? &shard(op.unit) : nullptr;
   switch (op.kind) {
     case OpKind::kLossReduce: {
       double loss = results.local_loss;
@@ -436,16 +501,6 @@ void ShardedEngine::blocking(const ScheduleOp& op, const SegmentOperands& x, Seg
       results.loss = loss / comm_.world_size();
       return;
     }
-    case OpKind::kReduceScatterReplicas:
-      STRATA_CHECK(op.comm.elements == u->grad_len, "a replica reduce-scatter of unit {} as {} elements", op.unit,
-                   op.comm.elements);
-      run_collective(op, [&] { reduce_scatter_replicas(comm_, op.comm, u->grad_shard.data(), u->reduced_grad(), scratch_); });
-      return;
-    case OpKind::kAllReduceReplicas:
-      STRATA_CHECK(op.comm.elements == u->optim_len, "a replica all-reduce of unit {} as {} elements", op.unit,
-                   op.comm.elements);
-      run_collective(op, [&] { all_reduce_replicas(comm_, op.comm, u->reduced_grad(), scratch_); });
-      return;
     case OpKind::kGradNorm: {
       const OpScope scope(Op::kGradNorm);
       double sum = 0.0;
@@ -456,14 +511,6 @@ void ShardedEngine::blocking(const ScheduleOp& op, const SegmentOperands& x, Seg
       results.norm = std::sqrt(sum);
       return;
     }
-    case OpKind::kGatherUpdated:
-      STRATA_CHECK(op.comm.elements == u->weight_len && op.comm.dtype == options_.weight_dtype,
-                   "the updated weights of unit {} as {} elements", op.unit, op.comm.elements);
-      run_collective(op, [&] {
-        gather_updated(comm_, op.comm, u->master.data(), u->optim_len, u->optim_offset, u->primary.data(),
-                       u->weight_offset);
-      });
-      return;
     case OpKind::kAgreeStop: {
       double stop = x.update.stop_requested ? 1.0 : 0.0;
       if (!op.comm.empty()) {
@@ -520,11 +567,22 @@ SegmentResults ShardedEngine::run(const StepSchedule& schedule, int segment, con
   for (int i : segment_order(schedule, segment, options_.shuffle_seed)) {
     execute(schedule.ops[static_cast<std::size_t>(i)], operands, results);
   }
-  comm_.meter().set_phase(TrafficPhase::kOther);
+  // The meter's phase is set by each task on the communication thread, which may still be running
+  // one of this segment's (the boundary overlaps the next step): never from here.
   return results;
 }
 
 // ---- the TrainingEngine interface ----------------------------------------------------------
+
+void ShardedEngine::flush() {
+  for (auto& u : units_) {
+    if (u->replica_task) u->replica_task->wait();
+    u->replica_task.reset();
+    if (u->updated_task) u->updated_task->wait();
+    u->updated_task.reset();
+    u->primary_state = PrimaryResidency::kCurrent;
+  }
+}
 
 void ShardedEngine::zero_grad() {
   STRATA_REQUIRE(micro_ == 0 || micro_ == options_.grad_accum,
@@ -550,6 +608,7 @@ float ShardedEngine::forward_backward(std::span<const std::int32_t> inputs, std:
 }
 
 float ShardedEngine::evaluate(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
+  flush();  // evaluation sees the updated weights
   SegmentOperands x;
   x.tokens = inputs;
   x.targets = targets;

@@ -89,6 +89,7 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   ~ShardedEngine() override;
 
   void zero_grad() override;
+  void flush() override;
   float forward_backward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
                          float loss_scale) override;
   float evaluate(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) override;

@@ -33,6 +33,10 @@ class TrainingEngine {
                                  float loss_scale) = 0;
   // Mean loss without gradients.
   virtual float evaluate(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) = 0;
+  // Completes every collective still in flight (a step's boundary overlaps the next step's
+  // forward): after it the weights are the updated ones and the caller may use the communicator
+  // itself. The flush point of checkpoints, evaluation and the end of a run.
+  virtual void flush() {}
   // Global L2 norm of the accumulated gradient.
   virtual double grad_norm() = 0;
   // The update. Returns whether any rank asked to stop after this step: the agreement is part of

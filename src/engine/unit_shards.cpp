@@ -27,6 +27,10 @@ const char* residency_name(SecondaryResidency r) {
   return "?";
 }
 
+const char* residency_name(PrimaryResidency r) {
+  return r == PrimaryResidency::kCurrent ? "current" : "being updated";
+}
+
 const char* residency_name(GradResidency r) {
   switch (r) {
     case GradResidency::kNone: return "none";

@@ -30,6 +30,10 @@ enum class SecondaryResidency {
   kHeld,   // held, made from the current weights
   kStale,  // held, but the weights changed since (an update or a checkpoint load): never read
 };
+enum class PrimaryResidency {
+  kCurrent,   // the primary shard holds the current weights
+  kUpdating,  // the updated-weights gather that writes it is in flight (into the next step)
+};
 enum class GradResidency {
   kNone,      // no unit-gradient buffer
   kOpen,      // allocated; this micro-batch's backward writes into it
@@ -38,6 +42,7 @@ enum class GradResidency {
 const char* residency_name(WeightResidency r);
 const char* residency_name(SecondaryResidency r);
 const char* residency_name(GradResidency r);
+const char* residency_name(PrimaryResidency r);
 
 struct UnitShard {
   std::size_t numel = 0, padded = 0;
@@ -62,6 +67,7 @@ struct UnitShard {
   ScratchPool::Buffer grad;       // fp32, padded: this micro-batch's unit gradient (sharded gradients)
 
   WeightResidency weights = WeightResidency::kSharded;
+  PrimaryResidency primary_state = PrimaryResidency::kCurrent;
   SecondaryResidency secondary_state = SecondaryResidency::kNone;
   GradResidency unit_grad = GradResidency::kNone;
 
@@ -72,6 +78,8 @@ struct UnitShard {
 
   // Collectives in flight.
   std::unique_ptr<CommRequest> gather;
+  std::unique_ptr<CommRequest> replica_task;  // the boundary's replica reduction (from the last micro-batch)
+  std::unique_ptr<CommRequest> updated_task;  // the updated-weights gather (into the next step)
   std::unique_ptr<PendingReduction> reduction;  // made and completed by reduce_task's job
   std::unique_ptr<CommRequest> reduce_task;     // declared last: destroyed (waited for) first
 };

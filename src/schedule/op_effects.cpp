@@ -38,11 +38,16 @@ const OpKindInfo& op_kind_info(OpKind kind) {
   static const OpKindInfo rs_start = info("reduce_scatter_start", OpSync::kStart, OpKind::kReduceScatterWait);
   static const OpKindInfo rs_wait =
       info("reduce_scatter_wait", OpSync::kWait, OpKind::kReduceScatterStart, {}, {kUnitGradBuffer});
-  static const OpKindInfo rs_replicas = info("reduce_scatter_replicas", OpSync::kBlocking);
-  static const OpKindInfo ar_replicas = info("all_reduce_replicas", OpSync::kBlocking);
+  static const OpKindInfo rs_replicas_start =
+      info("replica_reduce_scatter_start", OpSync::kStart, OpKind::kReplicaReduceScatterWait);
+  static const OpKindInfo rs_replicas_wait =
+      info("replica_reduce_scatter_wait", OpSync::kWait, OpKind::kReplicaReduceScatterStart);
+  static const OpKindInfo ar_replicas_start = info("replica_all_reduce_start", OpSync::kStart, OpKind::kReplicaAllReduceWait);
+  static const OpKindInfo ar_replicas_wait = info("replica_all_reduce_wait", OpSync::kWait, OpKind::kReplicaAllReduceStart);
   static const OpKindInfo grad_norm = info("grad_norm", OpSync::kBlocking);
   static const OpKindInfo optimizer_step = info("optimizer_step", OpSync::kLocal);
-  static const OpKindInfo gather_updated = info("gather_updated", OpSync::kBlocking);
+  static const OpKindInfo gather_updated_start = info("gather_updated_start", OpSync::kStart, OpKind::kGatherUpdatedWait);
+  static const OpKindInfo gather_updated_wait = info("gather_updated_wait", OpSync::kWait, OpKind::kGatherUpdatedStart);
   static const OpKindInfo bump_epoch = info("bump_epoch", OpSync::kLocal);
   static const OpKindInfo agree_stop = info("agree_stop", OpSync::kBlocking);
   switch (kind) {
@@ -55,11 +60,14 @@ const OpKindInfo& op_kind_info(OpKind kind) {
     case OpKind::kLossReduce: return loss_reduce;
     case OpKind::kReduceScatterStart: return rs_start;
     case OpKind::kReduceScatterWait: return rs_wait;
-    case OpKind::kReduceScatterReplicas: return rs_replicas;
-    case OpKind::kAllReduceReplicas: return ar_replicas;
+    case OpKind::kReplicaReduceScatterStart: return rs_replicas_start;
+    case OpKind::kReplicaReduceScatterWait: return rs_replicas_wait;
+    case OpKind::kReplicaAllReduceStart: return ar_replicas_start;
+    case OpKind::kReplicaAllReduceWait: return ar_replicas_wait;
     case OpKind::kGradNorm: return grad_norm;
     case OpKind::kOptimizerStep: return optimizer_step;
-    case OpKind::kGatherUpdated: return gather_updated;
+    case OpKind::kGatherUpdatedStart: return gather_updated_start;
+    case OpKind::kGatherUpdatedWait: return gather_updated_wait;
     case OpKind::kBumpEpoch: return bump_epoch;
     case OpKind::kAgreeStop: return agree_stop;
   }
@@ -139,8 +147,12 @@ std::vector<Access> op_accesses(const StepSchedule& s, const ScheduleOp& op) {
       a.push_back({Resource::kGradShard, op.unit, true, true});
       a.push_back({Resource::kUnitGrad, op.unit, false, true, After::kFreed});
       break;
-    case OpKind::kReduceScatterReplicas:
-    case OpKind::kAllReduceReplicas: a.push_back({Resource::kGradShard, op.unit, true, true}); break;
+    case OpKind::kReplicaReduceScatterStart:
+    case OpKind::kReplicaAllReduceStart:
+      a.push_back({Resource::kGradShard, op.unit, true, true, After::kInFlight});
+      break;
+    case OpKind::kReplicaReduceScatterWait:
+    case OpKind::kReplicaAllReduceWait: a.push_back({Resource::kGradShard, op.unit, false, true}); break;
     case OpKind::kGradNorm:
       for (int u = 0; u < s.unit_count; ++u) a.push_back({Resource::kGradShard, u, true, false});
       a.push_back({Resource::kNorm, -1, false, true});
@@ -150,8 +162,12 @@ std::vector<Access> op_accesses(const StepSchedule& s, const ScheduleOp& op) {
       a.push_back({Resource::kNorm, -1, true, false});
       a.push_back({Resource::kOptimizer, op.unit, true, true});
       break;
-    case OpKind::kGatherUpdated:
+    case OpKind::kGatherUpdatedStart:
       a.push_back({Resource::kOptimizer, op.unit, true, false});
+      a.push_back({Resource::kPrimary, op.unit, false, true, After::kInFlight});
+      break;
+    case OpKind::kGatherUpdatedWait:
+      a.push_back({Resource::kOptimizer, op.unit, true, false});  // the send buffer, until the gather ends
       a.push_back({Resource::kPrimary, op.unit, false, true});
       break;
     case OpKind::kBumpEpoch: break;

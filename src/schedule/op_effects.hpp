@@ -32,8 +32,9 @@ const OpKindInfo& op_kind_info(OpKind kind);
 inline constexpr OpKind kAllOpKinds[] = {
     OpKind::kGatherStart,       OpKind::kGatherWait,         OpKind::kKeepSecondary, OpKind::kRelease,
     OpKind::kForward,           OpKind::kBackward,           OpKind::kLossReduce,    OpKind::kReduceScatterStart,
-    OpKind::kReduceScatterWait, OpKind::kReduceScatterReplicas, OpKind::kAllReduceReplicas, OpKind::kGradNorm,
-    OpKind::kOptimizerStep,     OpKind::kGatherUpdated,      OpKind::kBumpEpoch,     OpKind::kAgreeStop,
+    OpKind::kReduceScatterWait, OpKind::kReplicaReduceScatterStart, OpKind::kReplicaReduceScatterWait,
+    OpKind::kReplicaAllReduceStart, OpKind::kReplicaAllReduceWait, OpKind::kGradNorm, OpKind::kOptimizerStep,
+    OpKind::kGatherUpdatedStart, OpKind::kGatherUpdatedWait, OpKind::kBumpEpoch, OpKind::kAgreeStop,
 };
 
 // The data an op can touch. Transient ones (a gathered copy, a secondary copy, a unit gradient,

@@ -31,6 +31,11 @@ class Builder {
     secondary_read_.assign(units, -1);
     gathered_live_.assign(units, 0);
     issued_.assign(units, false);
+    overlap_ = in_.boundary_overlap && in_.mode == ScheduleMode::kTrain;
+    // The list is run once per step: its first step waits for the updates the previous run of it
+    // started (none before the first step: the wait then finds nothing to wait for).
+    update_pending_.assign(units, overlap_ ? kCarriedIn : kNone);
+    replica_pending_.assign(units, kNone);
     check_live_bound();
   }
 
@@ -186,7 +191,25 @@ class Builder {
     return with_quant({CollectiveKind::kAllGather, 0, last, numel(unit), in_.weight_dtype}, plan_.weight_quant(backward));
   }
 
+  // The updated-weights gather of the step before, waited for just before the unit's first
+  // gather of this step reads the primary shard it writes.
+  void await_update(int micro, int unit) {
+    const auto u = static_cast<std::size_t>(unit);
+    if (update_pending_[u] == kNone) return;
+    ScheduleOp op = make(OpKind::kGatherUpdatedWait, micro, unit);
+    if (update_pending_[u] == kCarriedIn) {
+      op.carried = true;
+    } else {
+      op.deps = {update_pending_[u]};
+      op.comm = s_.ops[static_cast<std::size_t>(update_pending_[u])].comm;
+      op.comm.kind = CollectiveKind::kNone;  // the bytes are the start's
+    }
+    updated_[u] = add(op);
+    update_pending_[u] = kNone;
+  }
+
   int gather_start(int micro, int unit, WeightSource source, bool backward) {
+    if (source == WeightSource::kPrimary) await_update(micro, unit);
     ScheduleOp op = make(OpKind::kGatherStart, micro, unit);
     op.source = source;
     op.comm = gather_spec(unit, source, backward);
@@ -396,8 +419,47 @@ class Builder {
       grad_writer_[u] = id;
       grad_free_[u] = id;
       grad_open_[u] = false;
+      replica_start(micro, unit);  // the shard holds the step's whole gradient of the unit now
     }
     in_flight_.clear();
+  }
+
+  // ---- the replica reduction, overlapped with the last micro-batch's backward --------------------
+
+  CollectiveSpec replica_reduce_scatter_spec(int u) const {
+    if (plan_.optimizer <= plan_.grads) return {};
+    return with_quant({CollectiveKind::kReduceScatter, plan_.grads + 1, plan_.optimizer, numel(u) / span(plan_.grads),
+                       in_.grad_dtype},
+                      plan_.grad_quant());
+  }
+  CollectiveSpec replica_all_reduce_spec(int u) const {
+    if (plan_.optimizer >= top_) return {};
+    return with_quant({CollectiveKind::kAllReduce, plan_.optimizer + 1, top_, numel(u) / span(plan_.optimizer),
+                       in_.grad_dtype},
+                      plan_.grad_quant());
+  }
+
+  int replica_op(OpKind kind, int micro, int unit, const CollectiveSpec& spec) {
+    const auto u = static_cast<std::size_t>(unit);
+    ScheduleOp op = make(kind, micro, unit);
+    op.comm = spec;
+    op.phase = TrafficPhase::kStepBoundary;  // boundary traffic, wherever it is issued
+    op.deps = {grad_writer_[u]};
+    grad_writer_[u] = add(op);
+    return grad_writer_[u];
+  }
+
+  // With the boundary overlap, in the step's last micro-batch: the unit's replica reduction starts
+  // as soon as its gradient shard is final (its wait is at the boundary, before the norm). When
+  // the plan needs both a reduce-scatter and an all-reduce, the second waits for the boundary.
+  void replica_start(int micro, int unit) {
+    if (!overlap_ || micro != in_.grad_accum - 1) return;
+    const CollectiveSpec rs = replica_reduce_scatter_spec(unit), ar = replica_all_reduce_spec(unit);
+    if (rs.kind != CollectiveKind::kNone) {
+      replica_pending_[static_cast<std::size_t>(unit)] = replica_op(OpKind::kReplicaReduceScatterStart, micro, unit, rs);
+    } else if (ar.kind != CollectiveKind::kNone) {
+      replica_pending_[static_cast<std::size_t>(unit)] = replica_op(OpKind::kReplicaAllReduceStart, micro, unit, ar);
+    }
   }
 
   void head_backward(int micro, const Stage& head) {
@@ -405,6 +467,7 @@ class Builder {
     for (int u : head.units) release(micro, u, {bwd});
     // The embedding's gradient is complete only after the lookup's backward, at the very end.
     reduce_scatter_start(micro, head.units.front(), bwd);
+    if (!s_.grads_partitioned) replica_start(micro, head.units.front());
   }
 
   void backward_pass(int micro) {
@@ -425,12 +488,14 @@ class Builder {
       reduce_scatter_waits(micro);  // those started before this compute
       release(micro, u, {bwd});
       reduce_scatter_start(micro, u, bwd);
+      if (!s_.grads_partitioned) replica_start(micro, u);  // accumulated in place: final now
     }
     const auto emb = static_cast<int>(ModelLayout::kEmbeddingUnit);
     const int bwd = compute(OpKind::kBackward, micro, ComputeStage::kEmbedding, -1, {}, {emb}, {});
     reduce_scatter_waits(micro);
     reduce_scatter_start(micro, emb, bwd);
     reduce_scatter_waits(micro);
+    if (!s_.grads_partitioned) replica_start(micro, emb);
   }
 
   // ---- the step boundary --------------------------------------------------------------------
@@ -439,21 +504,18 @@ class Builder {
     begin_segment(SegmentKind::kBoundaryReduce, -1, fmt::format("step {} boundary reduction", step_));
     for (int u = 0; u < s_.unit_count; ++u) {
       const auto uu = static_cast<std::size_t>(u);
-      if (plan_.optimizer > plan_.grads) {
-        ScheduleOp op = make(OpKind::kReduceScatterReplicas, -1, u);
-        op.comm = with_quant({CollectiveKind::kReduceScatter, plan_.grads + 1, plan_.optimizer,
-                              numel(u) / span(plan_.grads), in_.grad_dtype},
-                             plan_.grad_quant());
-        op.deps = {grad_writer_[uu]};
-        grad_writer_[uu] = add(op);
+      const CollectiveSpec rs = replica_reduce_scatter_spec(u), ar = replica_all_reduce_spec(u);
+      // A start posted in the last micro-batch is waited for here; the rest start and wait here.
+      const int pending = replica_pending_[uu];
+      replica_pending_[uu] = kNone;
+      const OpKind pending_kind = pending >= 0 ? s_.ops[static_cast<std::size_t>(pending)].kind : OpKind::kForward;
+      if (rs.kind != CollectiveKind::kNone) {
+        if (pending_kind != OpKind::kReplicaReduceScatterStart) replica_op(OpKind::kReplicaReduceScatterStart, -1, u, rs);
+        replica_op(OpKind::kReplicaReduceScatterWait, -1, u, no_bytes(rs));
       }
-      if (plan_.optimizer < top_) {
-        ScheduleOp op = make(OpKind::kAllReduceReplicas, -1, u);
-        op.comm = with_quant({CollectiveKind::kAllReduce, plan_.optimizer + 1, top_, numel(u) / span(plan_.optimizer),
-                              in_.grad_dtype},
-                             plan_.grad_quant());
-        op.deps = {grad_writer_[uu]};
-        grad_writer_[uu] = add(op);
+      if (ar.kind != CollectiveKind::kNone) {
+        if (pending_kind != OpKind::kReplicaAllReduceStart) replica_op(OpKind::kReplicaAllReduceStart, -1, u, ar);
+        replica_op(OpKind::kReplicaAllReduceWait, -1, u, no_bytes(ar));
       }
     }
     ScheduleOp norm = make(OpKind::kGradNorm, -1, -1);
@@ -462,13 +524,20 @@ class Builder {
     const int norm_id = add(norm);
 
     begin_segment(SegmentKind::kBoundaryUpdate, -1, fmt::format("step {} update", step_));
-    std::vector<int> gathered;
+    // The ranks agree whether any was asked to stop after this step: one scalar over the world,
+    // a scheduled control op like the loss, so the meter counts it and the simulator prices it.
+    // First in the update, so that no updated-weights gather in flight has to finish before it.
+    ScheduleOp agree = make(OpKind::kAgreeStop, -1, -1);
+    agree.comm = {CollectiveKind::kControlMax, 0, top_, 1, DType::kF64};
+    agree.deps = {norm_id, last_agree_};  // the flag of the step before
+    last_agree_ = add(agree);
+    std::vector<int> updating;
     for (int u = 0; u < s_.unit_count; ++u) {
       const auto uu = static_cast<std::size_t>(u);
       ScheduleOp step = make(OpKind::kOptimizerStep, -1, u);
       step.deps = {norm_id};
       const int step_id = add(step);
-      ScheduleOp ag = make(OpKind::kGatherUpdated, -1, u);
+      ScheduleOp ag = make(OpKind::kGatherUpdatedStart, -1, u);
       // Empty (no levels) when the optimizer slice already covers the primary shard; the spec
       // still says what lands there. Never quantized: it writes the primary shard itself, and
       // quantizing it would make the rounding permanent.
@@ -476,21 +545,33 @@ class Builder {
                  in_.weight_dtype};
       // Overwrites the primary shard: every gather that reads it must have finished.
       ag.deps = {step_id, last_compute_};
-      updated_[uu] = add(ag);
-      gathered.push_back(updated_[uu]);
+      const int start = add(ag);
+      updating.push_back(start);
+      if (overlap_) {
+        update_pending_[uu] = start;  // waited for by the next step's first gather of the unit
+        s_.ops[static_cast<std::size_t>(start)].carried = step_ + 1 == in_.steps;
+      } else {
+        ScheduleOp wait = make(OpKind::kGatherUpdatedWait, -1, u);
+        wait.comm = no_bytes(s_.ops[static_cast<std::size_t>(start)].comm);
+        wait.deps = {start};
+        updated_[uu] = add(wait);
+        updating.back() = updated_[uu];
+      }
       grad_writer_[uu] = step_id;  // the next step starts from zeroed gradients after the update
     }
     ScheduleOp bump = make(OpKind::kBumpEpoch, -1, -1);
-    bump.deps = gathered;
-    const int bump_id = add(bump);
-    // The ranks agree whether any was asked to stop after this step: one scalar over the world,
-    // a scheduled control op like the loss, so the meter counts it and the simulator prices it.
-    ScheduleOp agree = make(OpKind::kAgreeStop, -1, -1);
-    agree.comm = {CollectiveKind::kControlMax, 0, top_, 1, DType::kF64};
-    agree.deps = {bump_id};
-    if (last_agree_ >= 0) agree.deps.push_back(last_agree_);  // the flag of the step before
-    last_agree_ = add(agree);
+    bump.deps = updating;
+    add(bump);
   }
+
+  // A wait's spec: the collective it completes, with nothing moved by the wait itself.
+  static CollectiveSpec no_bytes(CollectiveSpec c) {
+    c.kind = CollectiveKind::kNone;
+    return c;
+  }
+
+  static constexpr int kNone = -1;
+  static constexpr int kCarriedIn = -2;  // started by the previous execution of the list
 
   const ScheduleInputs& in_;
   const ShardPlan& plan_;
@@ -513,6 +594,9 @@ class Builder {
   int last_release_ = -1;
   std::vector<bool> grad_open_;     // per unit: a unit-gradient buffer of this micro-batch is live
   std::vector<int> in_flight_;      // reduce-scatter starts not yet waited for
+  bool overlap_ = false;            // the boundary overlapped (training lists only)
+  std::vector<int> update_pending_; // per unit: the updated-weights gather to wait for (kNone, kCarriedIn, an op)
+  std::vector<int> replica_pending_;// per unit: a replica reduction started in the last micro-batch
 };
 
 }  // namespace
@@ -556,6 +640,7 @@ ScheduleInputs schedule_inputs(const ModelLayout& layout, const Topology& topolo
   in.grad_dtype = step.grad_dtype;
   in.prefetch = step.prefetch;
   in.max_live_bytes = step.max_live_bytes;
+  in.boundary_overlap = step.boundary_overlap;
   return in;
 }
 

@@ -29,11 +29,18 @@ enum class OpKind {
   kLossReduce,           // control sum of the micro-batch's loss over every rank
   kReduceScatterStart,   // begin reducing a unit's gradient over the gradient levels
   kReduceScatterWait,    // the reduced piece is in; accumulate it into the fp32 gradient shard
-  kReduceScatterReplicas,  // boundary: reduce the shard over the levels between gradients and optimizer
-  kAllReduceReplicas,    // boundary: sum the optimizer slice over the levels above the optimizer
+  // Boundary: reduce the gradient shard over the levels between gradients and optimizer. With the
+  // boundary overlap the start is posted as soon as the unit's last micro-batch gradient is in.
+  kReplicaReduceScatterStart,
+  kReplicaReduceScatterWait,
+  kReplicaAllReduceStart,  // boundary: sum the optimizer slice over the levels above the optimizer
+  kReplicaAllReduceWait,
   kGradNorm,             // boundary: global gradient norm (a control sum over the optimizer levels)
   kOptimizerStep,        // boundary: AdamW on this rank's slice of the unit
-  kGatherUpdated,        // boundary: updated weights back to the primary shard (a gather when needed)
+  // Boundary: updated weights back to the primary shard (a gather when needed). With the boundary
+  // overlap the wait is the next step's, just before that unit's first gather.
+  kGatherUpdatedStart,
+  kGatherUpdatedWait,
   kBumpEpoch,            // boundary: weights changed; every secondary copy made before is stale
   kAgreeStop,            // boundary: every rank learns whether any was asked to stop after this step
 };
@@ -70,6 +77,9 @@ struct ScheduleOp {
   std::vector<BufferEffect> alloc;  // buffers live from the start of this op
   std::vector<BufferEffect> free;   // buffers dead after this op
   std::vector<int> deps;            // ops (indices into the list) that must finish first
+  // A start whose wait is in the next execution of the list (the next step), or a wait whose
+  // start was in the previous one: the step boundary overlapped into the next step's forward.
+  bool carried = false;
 };
 
 // A run of consecutive ops the engine executes in one call of its interface: one micro-batch's
@@ -111,6 +121,10 @@ struct ScheduleInputs {
   // Gathered-but-not-released bytes (kGathered buffers) never exceed this in any valid order of
   // the list; 0: no bound. Refused when below what the largest stage needs alone.
   std::uint64_t max_live_bytes = 0;
+  // Overlap the step boundary: each unit's replica reduction starts when its last micro-batch
+  // gradient is in, and its updated-weights gather is waited for by the next step's first gather
+  // of it. Off: both run at the boundary, start and wait together.
+  bool boundary_overlap = true;
 };
 
 // The settings a step's program depends on besides the model, the micro-batch and the machine:
@@ -123,6 +137,7 @@ struct StepOptions {
   DType grad_dtype = DType::kF32;    // communicated gradients; accumulation is always fp32
   int prefetch = 1;                  // stages gathered ahead of the one computing (0: none)
   std::uint64_t max_live_bytes = 0;  // bound on gathered-but-not-released bytes (0: none)
+  bool boundary_overlap = true;      // see ScheduleInputs
 };
 
 // The one way from the step's settings to the builder's inputs. micro_batch: this rank's

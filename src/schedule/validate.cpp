@@ -113,18 +113,38 @@ class Validator {
         std::vector<int> starts;
         for (int d : at(i).deps) {
           const ScheduleOp& o = at(d);
-          if (o.kind == start_kind && o.unit == at(i).unit && o.micro == at(i).micro && o.step == at(i).step) starts.push_back(d);
+          if (o.kind == start_kind && o.unit == at(i).unit) starts.push_back(d);
         }
-        if (starts.size() != 1) {
-          problem("{} must depend on exactly one {} of the same unit and micro-batch; it depends on {}", op(i),
-                  op_kind_name(start_kind), starts.size());
+        // A carried wait completes what the previous run of the list started: it has no start in
+        // the list, and only the list's first step may hold one.
+        if (at(i).carried) {
+          if (!starts.empty()) problem("{} is carried from the previous step yet depends on a start in the list", op(i));
+          if (at(i).step != 0) problem("{} is carried from a previous run of the list but is not in its first step", op(i));
           continue;
         }
+        if (starts.size() != 1) {
+          problem("{} must depend on exactly one {} of the same unit; it depends on {}", op(i), op_kind_name(start_kind),
+                  starts.size());
+          continue;
+        }
+        const ScheduleOp& start = at(starts[0]);
+        // A start and its wait share the micro-batch, or the wait is in the next step (the
+        // boundary overlapped into the next forward) or at the boundary (a replica reduction
+        // started in the last micro-batch).
+        const bool same_place = start.micro == at(i).micro && start.step == at(i).step;
+        const bool next_step = start_kind == OpKind::kGatherUpdatedStart && at(i).step == start.step + 1;
+        const bool at_boundary = start.step == at(i).step && at(i).micro < 0;
+        if (!same_place && !next_step && !at_boundary) {
+          problem("{} waits for {}, which is in another micro-batch or step", op(i), op(starts[0]));
+        }
         if (++waited[static_cast<std::size_t>(starts[0])] > 1) problem("{} waits again for {}, already waited for", op(i), op(starts[0]));
-        if (at(starts[0]).source != at(i).source) problem("{} waits for {}, which gathers from another source", op(i), op(starts[0]));
+        if (start.source != at(i).source) problem("{} waits for {}, which gathers from another source", op(i), op(starts[0]));
       }
       for (int i = 0; i < n_; ++i) {
-        if (at(i).kind == start_kind && waited[static_cast<std::size_t>(i)] == 0) problem("{} is never waited for", op(i));
+        if (at(i).kind != start_kind || waited[static_cast<std::size_t>(i)] != 0) continue;
+        // A carried start is waited for by the next run of the list; only its last step may hold one.
+        if (at(i).carried && at(i).step == s_.ops.back().step) continue;
+        problem("{} is never waited for", op(i));
       }
     }
   }

@@ -107,6 +107,7 @@ EngineSetup plan_engine(const TrainConfig& config, int world) {
   o.prefetch = config.prefetch;
   o.max_live_bytes = static_cast<std::uint64_t>(config.max_live_bytes);
   o.overlap = config.overlap != 0;
+  o.boundary_overlap = config.boundary_overlap != 0;
   o.record_timeline = !config.timeline.empty();
   o.fail_rank = fail_rank;
   o.fail_step = fail_step;

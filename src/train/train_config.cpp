@@ -81,6 +81,8 @@ void TrainConfig::validate() const {
   STRATA_REQUIRE(prefetch >= 0 && prefetch <= 64, "prefetch must be between 0 and 64 stages (got {})", prefetch);
   STRATA_REQUIRE(max_live_bytes >= 0, "max-live-bytes must not be negative (0: no bound; got {})", max_live_bytes);
   STRATA_REQUIRE(overlap == 0 || overlap == 1, "overlap must be 0 or 1 (got {})", overlap);
+  STRATA_REQUIRE(boundary_overlap == 0 || boundary_overlap == 1, "boundary-overlap must be 0 or 1 (got {})",
+                 boundary_overlap);
   STRATA_REQUIRE(std::isfinite(collective_timeout) && collective_timeout >= 0.0 && collective_timeout <= 1e6,
                  "collective-timeout must be between 0 (no watchdog) and 1e6 seconds (got {})", collective_timeout);
   STRATA_REQUIRE(stop_after >= 0, "stop-after must not be negative (got {})", stop_after);

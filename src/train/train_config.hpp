@@ -45,6 +45,7 @@ struct TrainConfig {
   int prefetch = 1;               // stages whose gathers start before the current one computes
   std::int64_t max_live_bytes = 0;  // bound on gathered-but-not-released weight bytes (0: none)
   int overlap = 1;                // 1: collectives on a communication thread while compute runs
+  int boundary_overlap = 1;       // 1: the step boundary's collectives overlap the last backward and the next forward
   std::string timeline;           // Chrome trace of the run's ops and collectives (empty: none)
   bool report = false;            // print the plan report from the schedule and stop, no step run
 

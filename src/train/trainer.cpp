@@ -169,6 +169,7 @@ double Trainer::validation_loss(TrainingEngine& engine) {
 
 void Trainer::save(TrainingEngine& engine, Communicator& comm, int completed_steps, std::ostream& out) {
   if (config_.save.empty()) return;
+  engine.flush();  // the checkpoint sees the updated weights, and the protocol may use the communicator
   const std::string dir = save_training_checkpoint(engine, comm, ModelLayout(model_), config_.save, completed_steps,
                                                    config_.keep_last, history_);
   fmt::print(out, "checkpoint: {} (after step {})\n", dir, completed_steps);

@@ -50,7 +50,7 @@ std::vector<std::string> plans_for(const Topology& t) {
 
 StepSchedule build(const ModelLayout& layout, const Topology& t, const std::string& plan, int accum, int prefetch,
                    int steps = 1, DType dtype = DType::kF32, ScheduleMode mode = ScheduleMode::kTrain,
-                   std::uint64_t max_live_bytes = 0) {
+                   std::uint64_t max_live_bytes = 0, bool boundary_overlap = true) {
   ScheduleInputs in;
   in.layout = &layout;
   in.topology = &t;
@@ -63,6 +63,7 @@ StepSchedule build(const ModelLayout& layout, const Topology& t, const std::stri
   in.weight_dtype = in.grad_dtype = dtype;
   in.prefetch = prefetch;
   in.max_live_bytes = max_live_bytes;
+  in.boundary_overlap = boundary_overlap;
   return build_step_schedule(in);
 }
 
@@ -116,11 +117,13 @@ TEST(ScheduleValidator, AcceptsEveryScheduleTheBuilderMakes) {
         for (int accum : {1, 3}) {
           for (int steps : {1, 2}) {
             for (DType dtype : {DType::kF32, DType::kBF16}) {
-              const StepSchedule s = build(tiny(), t, plan, accum, prefetch, steps, dtype);
-              const ScheduleCheck check = validate_schedule(s);
-              EXPECT_TRUE(check.ok()) << c.topology << " " << plan << " prefetch " << prefetch << " accum " << accum
-                                      << " steps " << steps << all_problems(check);
-              ++checked;
+              for (bool overlap : {true, false}) {
+                const StepSchedule s = build(tiny(), t, plan, accum, prefetch, steps, dtype, ScheduleMode::kTrain, 0, overlap);
+                const ScheduleCheck check = validate_schedule(s);
+                EXPECT_TRUE(check.ok()) << c.topology << " " << plan << " prefetch " << prefetch << " accum " << accum
+                                        << " steps " << steps << " boundary overlap " << overlap << all_problems(check);
+                ++checked;
+              }
             }
           }
         }
@@ -221,18 +224,32 @@ TEST(ScheduleValidator, RejectsABoundaryThatSkipsAGradientReduction) {
       << all_problems(check);
 }
 
+// The next step's first gather of a unit must wait for the updated weights: at the boundary
+// (overlap off), or through the wait the next step holds just before it (overlap on). Deleting
+// that cross-step dependency, or the wait's own on its start, is caught.
 TEST(ScheduleValidator, RejectsAGatherOfTheNextStepBeforeTheUpdate) {
   const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
-  StepSchedule s = build(tiny(), t, "hier3", 1, true, 2);
   const int unit = static_cast<int>(tiny().final_norm_unit());
-  const int update = find_op(s, OpKind::kGatherUpdated, unit, 0, -1);
-  const int gather = find_op(s, OpKind::kGatherStart, unit, 1, 0);
-  ASSERT_GE(update, 0);
-  ASSERT_GE(gather, 0);
-  drop_dep(s.ops[static_cast<std::size_t>(gather)], update);
-  const ScheduleCheck check = validate_schedule(s);
-  EXPECT_TRUE(mentions(check, "reads the primary weight shard of " + tiny().unit(static_cast<std::size_t>(unit)).name))
-      << all_problems(check);
+  const std::string name = tiny().unit(static_cast<std::size_t>(unit)).name;
+  for (bool overlap : {false, true}) {
+    StepSchedule s = build(tiny(), t, "hier3", 1, true, 2, DType::kF32, ScheduleMode::kTrain, 0, overlap);
+    const int wait = overlap ? find_op(s, OpKind::kGatherUpdatedWait, unit, 1, 0)
+                             : find_op(s, OpKind::kGatherUpdatedWait, unit, 0, -1);
+    const int gather = find_op(s, OpKind::kGatherStart, unit, 1, 0);
+    ASSERT_GE(wait, 0);
+    ASSERT_GE(gather, 0);
+    StepSchedule dropped = s;
+    drop_dep(dropped.ops[static_cast<std::size_t>(gather)], wait);
+    const ScheduleCheck check = validate_schedule(dropped);
+    EXPECT_TRUE(mentions(check, "reads the primary weight shard of " + name)) << overlap << all_problems(check);
+    if (!overlap) continue;
+    // The wait in step 1 pairs with step 0's start; without that dependency it waits for nothing.
+    const int start = find_op(s, OpKind::kGatherUpdatedStart, unit, 0, -1);
+    ASSERT_GE(start, 0);
+    drop_dep(s.ops[static_cast<std::size_t>(wait)], start);
+    const ScheduleCheck unpaired = validate_schedule(s);
+    EXPECT_TRUE(mentions(unpaired, "must depend on exactly one gather_updated_start")) << all_problems(unpaired);
+  }
 }
 
 TEST(ScheduleValidator, RejectsMemoryFreedButNeverAllocatedAndALeak) {
