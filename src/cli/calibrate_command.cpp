@@ -11,6 +11,7 @@
 #include "comm/mpi/mpi_runtime.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/threads.hpp"
 #include "comm/agreement.hpp"
 #include "train/engine_setup.hpp"
 #include "train/output_policy.hpp"
@@ -25,6 +26,7 @@ struct CalibrateState {
   std::string topology = "flat";
   std::string out = "calibrated-cluster.toml";
   bool force = false;
+  int threads = 0;
 };
 
 void print_calibration(const Calibration& c, const std::string& path) {
@@ -69,6 +71,7 @@ void run_calibrate(CalibrateState st) {
   std::unique_ptr<Topology> topology;
   std::string problem;
   try {
+    STRATA_REQUIRE(st.threads >= 0, "--threads must not be negative (got {})", st.threads);
     topology = std::make_unique<Topology>(resolve_topology(st.topology, world.world_size()));
     // Rank 0 writes the file: a path it cannot write is refused before anything is measured.
     if (root) require_output(st.out, "--out", calibrated_cluster_output(), {st.settings.device_from}, st.force);
@@ -77,6 +80,7 @@ void run_calibrate(CalibrateState st) {
   }
   exit_if_any_failed(world, problem, kExitUsage);
   st.settings.ranks_on_host = MpiRuntime::ranks_on_this_host();
+  set_thread_count(worker_threads(st.threads, st.settings.ranks_on_host));
   MpiCommunicator comm(*topology);
   Calibration c;
   problem.clear();
@@ -110,6 +114,10 @@ void add_calibrate_command(CLI::App& app) {
   c->add_option("--device", st->settings.device_from,
                 "keep the device figures (stage rates, memory bandwidth, fitted efficiency) of this earlier cluster "
                 "file and measure only the links (e.g. after a network change; empty: measure everything)");
+  c->add_option("--threads", st->threads,
+                 "worker threads per rank, as strata train's --threads (0: OMP_NUM_THREADS, else the host's cores "
+                 "divided among its ranks)")
+      ->capture_default_str();
   c->add_flag("--force", st->force,
               "replace the --out file even when it is not an earlier calibrated cluster file, the --device file or in "
               "a checkpoint");

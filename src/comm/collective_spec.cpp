@@ -14,10 +14,27 @@ std::uint64_t piece_bytes(const CollectiveSpec& c, std::size_t elements) {
 
 }  // namespace
 
+std::vector<std::uint64_t> flat_peers(const Topology& t, int first, int last) {
+  std::vector<std::uint64_t> peers(static_cast<std::size_t>(t.level_count()), 0);
+  for (int l = first; l <= last; ++l) {
+    peers[static_cast<std::size_t>(l)] =
+        static_cast<std::uint64_t>(t.level(l).fanout - 1) * static_cast<std::uint64_t>(t.span(first, l - 1));
+  }
+  return peers;
+}
+
 std::vector<std::uint64_t> collective_bytes_by_level(const Topology& t, const CollectiveSpec& c) {
   std::vector<std::uint64_t> bytes(static_cast<std::size_t>(t.level_count()), 0);
   if (c.empty() || c.is_control()) return bytes;
   const std::size_t span = static_cast<std::size_t>(t.span(c.first_level, c.last_level));
+  if (c.flat) {
+    // One piece to each peer; an all-reduce is a reduce-scatter then an all-gather.
+    const std::uint64_t passes = c.kind == CollectiveKind::kAllReduce ? 2 : 1;
+    const std::uint64_t piece = piece_bytes(c, c.elements / span);
+    const std::vector<std::uint64_t> peers = flat_peers(t, c.first_level, c.last_level);
+    for (std::size_t l = 0; l < bytes.size(); ++l) bytes[l] = passes * piece * peers[l];
+    return bytes;
+  }
   // Reduce-scatter (the first half of an all-reduce): innermost first, the block being reduced
   // splits into fan-out chunks and each peer's chunk crosses.
   if (c.kind == CollectiveKind::kReduceScatter || c.kind == CollectiveKind::kAllReduce) {
@@ -47,6 +64,15 @@ std::vector<std::uint64_t> collective_calls_by_level(const Topology& t, const Co
   std::vector<std::uint64_t> calls(static_cast<std::size_t>(t.level_count()), 0);
   if (c.empty() || c.is_control()) return calls;
   const std::uint64_t passes = c.kind == CollectiveKind::kAllReduce ? 2 : 1;
+  if (c.flat) {
+    for (int l = c.last_level; l >= c.first_level; --l) {
+      if (t.level(l).fanout > 1) {
+        calls[static_cast<std::size_t>(l)] += passes;
+        break;
+      }
+    }
+    return calls;
+  }
   for (int l = c.first_level; l <= c.last_level; ++l) {
     if (t.level(l).fanout > 1) calls[static_cast<std::size_t>(l)] += passes;
   }
@@ -71,8 +97,8 @@ std::string describe_collective(const Topology& t, const CollectiveSpec& c) {
                                  ? t.level(c.first_level).name
                                  : fmt::format("{}..{}", t.level(c.first_level).name, t.level(c.last_level).name);
   const std::string quant = c.quant.enabled() ? " as " + describe_quant(c.quant) : "";
-  return fmt::format("{} over {} of {} {}{}", collective_kind_name(c.kind), levels, c.elements, dtype_name(c.dtype),
-                     quant);
+  return fmt::format("{}{} over {} of {} {}{}", c.flat ? "flat " : "", collective_kind_name(c.kind), levels, c.elements,
+                     dtype_name(c.dtype), quant);
 }
 
 }  // namespace strata

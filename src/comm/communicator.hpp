@@ -49,6 +49,14 @@ class Communicator {
                                                          int level) = 0;
   virtual void broadcast(void* buffer, std::size_t count, DType type, int root_coordinate, int level) = 0;
 
+  // Flat: one call over every rank that differs from this one only in levels first..last, the
+  // library's own algorithm. Pieces are in shard-index order (Topology::shard_index over
+  // first..last). The meter counts each peer's piece at the level of that peer.
+  virtual std::unique_ptr<CommRequest> start_all_gather_flat(void* buffer, std::size_t count, DType type, int first,
+                                                             int last) = 0;
+  virtual std::unique_ptr<CommRequest> start_all_to_all_flat(const void* send, void* recv, std::size_t count, DType type,
+                                                             int first, int last) = 0;
+
   // Sums (or takes the maximum of) `count` doubles over the ranks differing only in levels
   // first..last: control traffic (losses, norms, agreements), metered apart from the data.
   virtual void all_reduce_control(double* values, int count, int first_level, int last_level,

@@ -39,4 +39,14 @@ std::unique_ptr<CommRequest> LocalCommunicator::start_all_to_all(const void* sen
   return std::make_unique<DoneRequest>();
 }
 
+std::unique_ptr<CommRequest> LocalCommunicator::start_all_gather_flat(void* buffer, std::size_t count, DType type,
+                                                                      int level, int) {
+  return start_all_gather(buffer, count, type, level);
+}
+
+std::unique_ptr<CommRequest> LocalCommunicator::start_all_to_all_flat(const void* send, void* recv, std::size_t count,
+                                                                      DType type, int level, int) {
+  return start_all_to_all(send, recv, count, type, level);
+}
+
 }  // namespace strata

@@ -26,6 +26,10 @@ class LocalCommunicator final : public Communicator {
   std::unique_ptr<CommRequest> start_all_to_all(const void* send, void* recv, std::size_t count, DType type,
                                                 int level) override;
   void broadcast(void*, std::size_t, DType, int, int) override {}
+  std::unique_ptr<CommRequest> start_all_gather_flat(void* buffer, std::size_t count, DType type, int first,
+                                                     int last) override;
+  std::unique_ptr<CommRequest> start_all_to_all_flat(const void* send, void* recv, std::size_t count, DType type,
+                                                     int first, int last) override;
   void all_reduce_control(double*, int, int, int, ControlOp) override {}
   void barrier() override {}
 

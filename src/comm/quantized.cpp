@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "comm/hierarchical.hpp"
+#include "comm/multilevel.hpp"
 #include "core/error.hpp"
 #include "quant/block_quant.hpp"
 
@@ -139,7 +140,7 @@ std::size_t quantized_gather_bytes(QuantFormat f, std::size_t piece_elements, st
 
 std::unique_ptr<CommRequest> start_quantized_all_gather(Communicator& comm, QuantFormat f, const void* piece,
                                                         DType type, std::size_t piece_elements, int first, int last,
-                                                        void* blobs, float* out) {
+                                                        void* blobs, float* out, bool flat) {
   check_format(f);
   const Topology& t = comm.topology();
   const auto span = static_cast<std::size_t>(t.span(first, last));
@@ -154,7 +155,7 @@ std::unique_ptr<CommRequest> start_quantized_all_gather(Communicator& comm, Quan
   const std::size_t blob = quantized_bytes(f, piece_elements);
   const auto slot = static_cast<std::size_t>(t.shard_index(comm.rank(), first, last));
   quantize_piece(f, piece, type, piece_elements, bytes_at(blobs, slot * blob));
-  auto gather = start_hierarchical_all_gather(comm, blobs, span * blob, DType::kU8, first, last);
+  auto gather = start_all_gather_over(comm, flat, blobs, span * blob, DType::kU8, first, last);
   return std::make_unique<QuantizedGather>(std::move(gather), f, blobs, piece_elements, span, out);
 }
 

@@ -23,9 +23,10 @@ namespace strata {
 // non-blocking), and wait() decodes every slot, this rank's own included, into `out` (span *
 // piece_elements fp32). Every rank ends with the same values: the local quantize-dequantize of
 // the whole tensor with blocks restarting at each piece. `blobs` and `out` must live until then.
+// flat: the blobs travel in one flat all-gather (comm/flat) rather than level by level.
 std::unique_ptr<CommRequest> start_quantized_all_gather(Communicator& comm, QuantFormat f, const void* piece,
                                                         DType type, std::size_t piece_elements, int first, int last,
-                                                        void* blobs, float* out);
+                                                        void* blobs, float* out, bool flat = false);
 
 // Bytes of the `blobs` buffer a quantized gather of span pieces of piece_elements needs.
 std::size_t quantized_gather_bytes(QuantFormat f, std::size_t piece_elements, std::size_t span);

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -224,8 +225,9 @@ void ShardedEngine::check_accesses(const ScheduleOp& op) {
       case Resource::kGathered:
         // A gather's start writes the copy it allocated; everything else needs it complete.
         if (a.after == After::kInFlight) {
-          STRATA_CHECK(u.weights == WeightResidency::kSharded, "{} would gather {}, which is {}", op_kind_name(op.kind),
-                       what, residency_name(u.weights));
+          const WeightResidency expected = op.bucket == 0 ? WeightResidency::kSharded : WeightResidency::kGathering;
+          STRATA_CHECK(u.weights == expected, "{} would gather {}, which is {}", op_kind_name(op.kind), what,
+                       residency_name(u.weights));
         } else if (a.read) {
           STRATA_CHECK(u.weights == WeightResidency::kGathered, "{} reads {}, which is {} (the schedule computes with "
                        "a unit before its gather completed)", op_kind_name(op.kind), what, residency_name(u.weights));
@@ -253,6 +255,19 @@ void ShardedEngine::check_accesses(const ScheduleOp& op) {
 std::function<void()> ShardedEngine::gather_task(const ScheduleOp& op) {
   UnitShard& u = shard(op.unit);
   const DType wt = options_.weight_dtype;
+  if (op.comm.bucketed()) {
+    // A bucket gathers its part of every rank's piece through collective scratch, into its parts
+    // of the compute copy; the unit's weights are complete when its last bucket is waited for.
+    const bool secondary = op.source == WeightSource::kSecondary;
+    const void* from = secondary ? secondary_copy(op.unit).data() : u.primary.data();
+    float* compute = reinterpret_cast<float*>(u.compute->data());
+    const CollectiveSpec spec = op.comm;
+    const TrafficPhase phase = op.phase;
+    return [this, spec, phase, from, wt, compute] {
+      comm_.meter().set_phase(phase);
+      gather_bucket(comm_, spec, from, wt, compute, scratch_);
+    };
+  }
   STRATA_CHECK(op.comm.dtype == wt && op.comm.elements == u.padded, "a gather of unit {} as {} elements of {}", op.unit,
                op.comm.elements, dtype_name(op.comm.dtype));
   const bool secondary = op.source == WeightSource::kSecondary;
@@ -274,7 +289,7 @@ std::function<void()> ShardedEngine::gather_task(const ScheduleOp& op) {
     return [this, spec, phase, from, wt, from_len, stage, compute, padded] {
       comm_.meter().set_phase(phase);
       start_quantized_all_gather(comm_, spec.quant, from, wt, from_len, spec.first_level, spec.last_level, stage,
-                                 compute)
+                                 compute, spec.flat)
           ->wait();
       if (wt == DType::kBF16) round_to_bf16(compute, padded);
     };
@@ -288,8 +303,37 @@ std::function<void()> ShardedEngine::gather_task(const ScheduleOp& op) {
   };
 }
 
+namespace {
+
+// The request slot of an op's bucket: slots are made when bucket 0 starts and cleared as their
+// waits complete.
+std::unique_ptr<CommRequest>& slot(std::vector<std::unique_ptr<CommRequest>>& slots, const ScheduleOp& op) {
+  if (op.bucket == 0) {
+    STRATA_CHECK(std::all_of(slots.begin(), slots.end(), [](const auto& r) { return r == nullptr; }),
+                 "{} of unit {} while the one before is in flight", op_kind_name(op.kind), op.unit);
+    slots.clear();
+    slots.resize(static_cast<std::size_t>(op.buckets));
+  }
+  STRATA_CHECK(static_cast<std::size_t>(op.bucket) < slots.size(), "bucket {} of {} of unit {} out of order", op.bucket,
+               op.buckets, op.unit);
+  return slots[static_cast<std::size_t>(op.bucket)];
+}
+
+// Waits for a bucket's request (none: nothing was started, as for a carried wait after a flush).
+void wait_slot(std::vector<std::unique_ptr<CommRequest>>& slots, const ScheduleOp& op) {
+  if (static_cast<std::size_t>(op.bucket) >= slots.size()) return;
+  auto& request = slots[static_cast<std::size_t>(op.bucket)];
+  if (request) request->wait();
+  request.reset();
+}
+
+}  // namespace
+
 void ShardedEngine::start(const ScheduleOp& op) {
   UnitShard& u = shard(op.unit);
+  const CollectiveSpec spec = op.comm;
+  const TrafficPhase phase = op.phase;
+  UnitShard* unit = &u;
   switch (op.kind) {
     case OpKind::kGatherStart:
       u.weights = WeightResidency::kGathering;
@@ -298,63 +342,53 @@ void ShardedEngine::start(const ScheduleOp& op) {
         if (u.compute) widen_from(reinterpret_cast<float*>(u.compute->data()), u.primary.data(), u.padded, options_.weight_dtype);
         return;
       }
-      u.gather = comm_thread_->post(task_name(op), gather_task(op));
+      slot(u.gathers, op) = comm_thread_->post(task_name(op), gather_task(op));
       return;
-    case OpKind::kReplicaReduceScatterStart: {
-      STRATA_CHECK(op.comm.elements == u.grad_len, "a replica reduce-scatter of unit {} as {} elements", op.unit,
-                   op.comm.elements);
-      STRATA_CHECK(!u.replica_task, "a second replica reduction of unit {} in flight", op.unit);
-      const CollectiveSpec spec = op.comm;
-      const TrafficPhase phase = op.phase;
-      UnitShard* unit = &u;
-      u.replica_task = comm_thread_->post(task_name(op), [this, unit, spec, phase] {
+    case OpKind::kReplicaReduceScatterStart:
+      STRATA_CHECK(op.comm.bucketed() ? op.comm.bucket_piece == u.optim_len : op.comm.elements == u.grad_len,
+                   "a replica reduce-scatter of unit {} as {} elements", op.unit, op.comm.elements);
+      slot(u.replica_tasks, op) = comm_thread_->post(task_name(op), [this, unit, spec, phase] {
         comm_.meter().set_phase(phase);
         reduce_scatter_replicas(comm_, spec, unit->grad_shard.data(), unit->reduced_grad(), scratch_);
       });
       return;
-    }
-    case OpKind::kReplicaAllReduceStart: {
-      STRATA_CHECK(op.comm.elements == u.optim_len, "a replica all-reduce of unit {} as {} elements", op.unit,
-                   op.comm.elements);
-      STRATA_CHECK(!u.replica_task, "a second replica reduction of unit {} in flight", op.unit);
-      const CollectiveSpec spec = op.comm;
-      const TrafficPhase phase = op.phase;
-      UnitShard* unit = &u;
-      u.replica_task = comm_thread_->post(task_name(op), [this, unit, spec, phase] {
+    case OpKind::kReplicaAllReduceStart:
+      STRATA_CHECK(op.comm.bucketed() ? op.comm.bucket_piece == u.optim_len : op.comm.elements == u.optim_len,
+                   "a replica all-reduce of unit {} as {} elements", op.unit, op.comm.elements);
+      slot(u.replica_tasks, op) = comm_thread_->post(task_name(op), [this, unit, spec, phase] {
         comm_.meter().set_phase(phase);
         all_reduce_replicas(comm_, spec, unit->reduced_grad(), scratch_);
       });
       return;
-    }
-    case OpKind::kGatherUpdatedStart: {
-      STRATA_CHECK(op.comm.elements == u.weight_len && op.comm.dtype == options_.weight_dtype,
+    case OpKind::kGatherUpdatedStart:
+      STRATA_CHECK((op.comm.bucketed() ? op.comm.bucket_piece == u.optim_len : op.comm.elements == u.weight_len) &&
+                       op.comm.dtype == options_.weight_dtype,
                    "the updated weights of unit {} as {} elements", op.unit, op.comm.elements);
-      STRATA_CHECK(!u.updated_task && u.primary_state == PrimaryResidency::kCurrent,
+      STRATA_CHECK(op.bucket > 0 || u.primary_state == PrimaryResidency::kCurrent,
                    "a second update of the primary shard of unit {} in flight", op.unit);
-      const CollectiveSpec spec = op.comm;
-      const TrafficPhase phase = op.phase;
-      UnitShard* unit = &u;
       u.primary_state = PrimaryResidency::kUpdating;
-      u.updated_task = comm_thread_->post(task_name(op), [this, unit, spec, phase] {
+      slot(u.updated_tasks, op) = comm_thread_->post(task_name(op), [this, unit, spec, phase] {
         comm_.meter().set_phase(phase);
         gather_updated(comm_, spec, unit->master.data(), unit->optim_len, unit->optim_offset, unit->primary.data(),
                        unit->weight_offset);
       });
       return;
-    }
     case OpKind::kReduceScatterStart: {
-      STRATA_CHECK(op.comm.elements == u.padded, "a reduce-scatter of unit {} as {} elements", op.unit, op.comm.elements);
-      STRATA_CHECK(u.unit_grad == GradResidency::kOpen, "a reduce-scatter of unit {} whose gradient is {}", op.unit,
-                   residency_name(u.unit_grad));
-      const CollectiveSpec spec = op.comm;
-      const TrafficPhase phase = op.phase;
+      STRATA_CHECK(op.comm.bucketed() ? op.comm.bucket_piece == u.grad_len : op.comm.elements == u.padded,
+                   "a reduce-scatter of unit {} as {} elements", op.unit, op.comm.elements);
+      STRATA_CHECK(u.unit_grad == GradResidency::kOpen || (op.bucket > 0 && u.unit_grad == GradResidency::kReducing),
+                   "a reduce-scatter of unit {} whose gradient is {}", op.unit, residency_name(u.unit_grad));
       float* gradient = gradient_target(op.unit);
-      UnitShard* unit = &u;
       u.unit_grad = GradResidency::kReducing;
-      u.reduce_task = comm_thread_->post(task_name(op), [this, unit, spec, phase, gradient] {
+      if (op.bucket == 0) {
+        u.reductions.clear();
+        u.reductions.resize(static_cast<std::size_t>(op.buckets));
+      }
+      UnitShard::Reduction* r = &u.reductions.at(static_cast<std::size_t>(op.bucket));
+      r->task = comm_thread_->post(task_name(op), [this, r, spec, phase, gradient] {
         comm_.meter().set_phase(phase);
-        unit->reduction = start_unit_reduce_scatter(comm_, spec, gradient, scratch_);
-        unit->reduction->complete();
+        r->reduction = start_unit_reduce_scatter(comm_, spec, gradient, scratch_);
+        r->reduction->complete();
       });
       return;
     }
@@ -364,38 +398,39 @@ void ShardedEngine::start(const ScheduleOp& op) {
 
 void ShardedEngine::wait(const ScheduleOp& op) {
   UnitShard& u = shard(op.unit);
+  const bool last = op.bucket + 1 == op.buckets;
   switch (op.kind) {
     case OpKind::kGatherWait:
       STRATA_CHECK(u.weights == WeightResidency::kGathering, "a gather wait of unit {} that is {}", op.unit,
                    residency_name(u.weights));
-      if (u.gather) {
-        u.gather->wait();
-        u.gather.reset();
-      }
-      u.weights = WeightResidency::kGathered;
+      wait_slot(u.gathers, op);
+      if (last) u.weights = WeightResidency::kGathered;
       return;
-    case OpKind::kReduceScatterWait:
-      STRATA_CHECK(u.reduce_task != nullptr && u.unit_grad == GradResidency::kReducing,
+    case OpKind::kReduceScatterWait: {
+      STRATA_CHECK(static_cast<std::size_t>(op.bucket) < u.reductions.size() && u.unit_grad == GradResidency::kReducing,
                    "a reduce-scatter wait of unit {} without its start", op.unit);
-      u.reduce_task->wait();
-      u.reduce_task.reset();
-      u.reduction->accumulate(u.grad_shard.data(), u.grad_len);
-      u.reduction.reset();
-      u.unit_grad = GradResidency::kOpen;  // its free effect drops it
+      UnitShard::Reduction& r = u.reductions[static_cast<std::size_t>(op.bucket)];
+      STRATA_CHECK(r.task != nullptr, "a reduce-scatter wait of unit {} without its start", op.unit);
+      r.task->wait();
+      r.task.reset();
+      const std::size_t piece = op.comm.elements / static_cast<std::size_t>(
+                                                       comm_.topology().span(op.comm.first_level, op.comm.last_level));
+      r.reduction->accumulate(u.grad_shard.data() + op.comm.bucket_offset, piece);
+      r.reduction.reset();
+      if (last) u.unit_grad = GradResidency::kOpen;  // its free effect drops it
       return;
+    }
     case OpKind::kReplicaReduceScatterWait:
     case OpKind::kReplicaAllReduceWait:
-      STRATA_CHECK(u.replica_task != nullptr, "a replica reduction wait of unit {} without its start", op.unit);
-      u.replica_task->wait();
-      u.replica_task.reset();
+      STRATA_CHECK(static_cast<std::size_t>(op.bucket) < u.replica_tasks.size() &&
+                       u.replica_tasks[static_cast<std::size_t>(op.bucket)] != nullptr,
+                   "a replica reduction wait of unit {} without its start", op.unit);
+      wait_slot(u.replica_tasks, op);
       return;
     case OpKind::kGatherUpdatedWait:
       // The first step of a run has nothing in flight (and neither has one after a flush).
-      if (u.updated_task) {
-        u.updated_task->wait();
-        u.updated_task.reset();
-      }
-      u.primary_state = PrimaryResidency::kCurrent;
+      wait_slot(u.updated_tasks, op);
+      if (last) u.primary_state = PrimaryResidency::kCurrent;
       return;
     default: STRATA_CHECK(false, "{} is not a wait", op_kind_name(op.kind));
   }
@@ -576,10 +611,14 @@ SegmentResults ShardedEngine::run(const StepSchedule& schedule, int segment, con
 
 void ShardedEngine::flush() {
   for (auto& u : units_) {
-    if (u->replica_task) u->replica_task->wait();
-    u->replica_task.reset();
-    if (u->updated_task) u->updated_task->wait();
-    u->updated_task.reset();
+    for (auto& r : u->replica_tasks) {
+      if (r) r->wait();
+    }
+    u->replica_tasks.clear();
+    for (auto& r : u->updated_tasks) {
+      if (r) r->wait();
+    }
+    u->updated_tasks.clear();
     u->primary_state = PrimaryResidency::kCurrent;
   }
 }

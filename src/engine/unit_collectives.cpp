@@ -2,8 +2,10 @@
 #include "engine/unit_collectives.hpp"
 
 #include <cstring>
+#include <vector>
 
 #include "comm/hierarchical.hpp"
+#include "comm/multilevel.hpp"
 #include "comm/quantized.hpp"
 #include "core/bf16.hpp"
 #include "core/error.hpp"
@@ -25,13 +27,27 @@ std::size_t piece_of(const Communicator& comm, const CollectiveSpec& spec) {
   return spec.elements / static_cast<std::size_t>(comm.topology().span(spec.first_level, spec.last_level));
 }
 
+// The bucket's spec as an unbucketed collective of its packed parts.
+CollectiveSpec packed(CollectiveSpec spec) {
+  spec.bucket_offset = spec.bucket_piece = 0;
+  return spec;
+}
+
 class UnitReduction final : public PendingReduction {
  public:
   // fp32 gradients are reduced in place (the buffer is the collective's scratch until finish);
   // other wire types go through a narrowed copy; quantized ones (qgZ) are quantized from fp32 hop
   // by hop and summed in fp32, so their piece is fp32.
-  UnitReduction(Communicator& comm, const CollectiveSpec& spec, float* gradient, ScratchPool& scratch)
-      : scratch_(scratch), type_(spec.quant.enabled() ? DType::kF32 : spec.dtype), piece_(piece_of(comm, spec)) {
+  UnitReduction(Communicator& comm, const CollectiveSpec& bucket, float* whole_gradient, ScratchPool& scratch)
+      : scratch_(scratch), type_(bucket.quant.enabled() ? DType::kF32 : bucket.dtype), piece_(piece_of(comm, bucket)) {
+    // A bucket packs its parts of the unit gradient first, then reduces them as a whole.
+    const CollectiveSpec spec = packed(bucket);
+    float* gradient = whole_gradient;
+    if (bucket.bucketed()) {
+      packed_ = scratch_.acquire(spec.elements * sizeof(float), false);
+      pack_bucket(whole_gradient, packed_->data(), bucket_layout(comm, bucket), DType::kF32);
+      gradient = reinterpret_cast<float*>(packed_->data());
+    }
     if (spec.quant.enabled()) {
       out_ = scratch_.acquire(piece_ * sizeof(float), false);
       request_ = start_quantized_reduce_scatter(comm, spec.quant, gradient, spec.elements, spec.first_level,
@@ -45,14 +61,15 @@ class UnitReduction final : public PendingReduction {
       wire = wire_->data();
     }
     out_ = scratch_.acquire(piece_ * dtype_size(type_), false);
-    request_ = start_hierarchical_reduce_scatter(comm, wire, spec.elements, type_, spec.first_level,
-                                                 spec.last_level, out_->data());
+    request_ = start_reduce_scatter_over(comm, spec.flat, wire, spec.elements, type_, spec.first_level,
+                                         spec.last_level, out_->data());
   }
   ~UnitReduction() override {
     request_.reset();  // a request still in flight completes (or, while unwinding, is abandoned) first
     scratch_.release(std::move(wire_));
     scratch_.release(std::move(out_));
     scratch_.release(std::move(wide_));
+    scratch_.release(std::move(packed_));
   }
   void complete() override {
     if (completed_) return;
@@ -75,12 +92,63 @@ class UnitReduction final : public PendingReduction {
   ScratchPool& scratch_;
   DType type_;
   std::size_t piece_;
-  ScratchPool::Buffer wire_, out_, wide_;
+  ScratchPool::Buffer wire_, out_, wide_, packed_;
   std::unique_ptr<CommRequest> request_;
   bool completed_ = false;
 };
 
 }  // namespace
+
+BucketLayout bucket_layout(const Communicator& comm, const CollectiveSpec& spec) {
+  const auto span = static_cast<std::size_t>(comm.topology().span(spec.first_level, spec.last_level));
+  if (!spec.bucketed()) return {1, spec.elements, 0, spec.elements};
+  if (spec.kind == CollectiveKind::kAllReduce) return {1, spec.bucket_piece, spec.bucket_offset, spec.elements};
+  return {span, spec.bucket_piece, spec.bucket_offset, spec.elements / span};
+}
+
+void pack_bucket(const void* full, void* packed, const BucketLayout& b, DType type) {
+  const std::size_t e = dtype_size(type);
+  for (std::size_t i = 0; i < b.span; ++i) {
+    std::memcpy(static_cast<unsigned char*>(packed) + i * b.len * e,
+                static_cast<const unsigned char*>(full) + (i * b.piece + b.offset) * e, b.len * e);
+  }
+}
+
+void unpack_bucket(const void* packed, void* full, const BucketLayout& b, DType type) {
+  const std::size_t e = dtype_size(type);
+  for (std::size_t i = 0; i < b.span; ++i) {
+    std::memcpy(static_cast<unsigned char*>(full) + (i * b.piece + b.offset) * e,
+                static_cast<const unsigned char*>(packed) + i * b.len * e, b.len * e);
+  }
+}
+
+void gather_bucket(Communicator& comm, const CollectiveSpec& spec, const void* shard, DType weight_dtype,
+                   float* compute, ScratchPool& scratch) {
+  STRATA_CHECK(spec.kind == CollectiveKind::kAllGather && spec.bucketed(), "a bucket gather needs a bucketed all-gather");
+  const BucketLayout b = bucket_layout(comm, spec);
+  const auto slot = static_cast<std::size_t>(comm.topology().shard_index(comm.rank(), spec.first_level, spec.last_level));
+  const unsigned char* mine = static_cast<const unsigned char*>(shard) + b.offset * dtype_size(weight_dtype);
+  ScratchPool::Buffer decoded = scratch.acquire(b.span * b.len * sizeof(float), false);
+  if (spec.quant.enabled()) {
+    ScratchPool::Buffer blobs = scratch.acquire(quantized_gather_bytes(spec.quant, b.len, b.span), false);
+    start_quantized_all_gather(comm, spec.quant, mine, weight_dtype, b.len, spec.first_level, spec.last_level,
+                               blobs->data(), reinterpret_cast<float*>(decoded->data()), spec.flat)
+        ->wait();
+    if (weight_dtype == DType::kBF16) round_to_bf16(reinterpret_cast<float*>(decoded->data()), b.span * b.len);
+    scratch.release(std::move(blobs));
+  } else {
+    ScratchPool::Buffer wire = scratch.acquire(b.span * b.len * dtype_size(weight_dtype), false);
+    std::memcpy(static_cast<unsigned char*>(wire->data()) + slot * b.len * dtype_size(weight_dtype), mine,
+                b.len * dtype_size(weight_dtype));
+    start_all_gather_over(comm, spec.flat, wire->data(), b.span * b.len, weight_dtype, spec.first_level,
+                          spec.last_level)
+        ->wait();
+    widen_from(reinterpret_cast<float*>(decoded->data()), wire->data(), b.span * b.len, weight_dtype);
+    scratch.release(std::move(wire));
+  }
+  unpack_bucket(decoded->data(), compute, b, DType::kF32);
+  scratch.release(std::move(decoded));
+}
 
 void narrow_to(void* out, const float* in, std::size_t n, DType type) {
   if (type == DType::kBF16) {
@@ -108,7 +176,7 @@ std::unique_ptr<CommRequest> start_unit_gather(Communicator& comm, const Collect
                spec.elements, comm.topology().span(spec.first_level, spec.last_level), shard_elements);
   const std::size_t at = shard_offset(comm.topology(), comm.rank(), spec.elements, spec.first_level, spec.last_level);
   std::memcpy(byte_at(gathered, at, spec.dtype), shard, shard_elements * dtype_size(spec.dtype));
-  return start_hierarchical_all_gather(comm, gathered, spec.elements, spec.dtype, spec.first_level, spec.last_level);
+  return start_all_gather_over(comm, spec.flat, gathered, spec.elements, spec.dtype, spec.first_level, spec.last_level);
 }
 
 std::unique_ptr<PendingReduction> start_unit_reduce_scatter(Communicator& comm, const CollectiveSpec& spec,
@@ -120,19 +188,28 @@ std::unique_ptr<PendingReduction> start_unit_reduce_scatter(Communicator& comm, 
 void reduce_scatter_replicas(Communicator& comm, const CollectiveSpec& spec, const float* shard, float* slice,
                              ScratchPool& scratch) {
   STRATA_CHECK(spec.kind == CollectiveKind::kReduceScatter && !spec.empty(), "replica reduction needs a reduce-scatter spec");
+  const std::size_t piece = piece_of(comm, spec);
+  float* into = slice + spec.bucket_offset;
+  if (spec.bucketed()) {
+    // The reduction packs its parts of the shard (a copy already), so the shard survives it.
+    UnitReduction reduction(comm, spec, const_cast<float*>(shard), scratch);
+    std::memset(into, 0, piece * sizeof(float));
+    reduction.finish(into, piece);
+    return;
+  }
   // A copy: the rest of the shard must survive the collective's use of its input as scratch.
   ScratchPool::Buffer copy = scratch.acquire(spec.elements * sizeof(float), false);
   std::memcpy(copy->data(), shard, spec.elements * sizeof(float));
   UnitReduction reduction(comm, spec, reinterpret_cast<float*>(copy->data()), scratch);
-  const std::size_t piece = piece_of(comm, spec);
   // The piece replaces the slice's old contents (it is their sum with every replica's).
-  std::memset(slice, 0, piece * sizeof(float));
-  reduction.finish(slice, piece);
+  std::memset(into, 0, piece * sizeof(float));
+  reduction.finish(into, piece);
   scratch.release(std::move(copy));
 }
 
-void all_reduce_replicas(Communicator& comm, const CollectiveSpec& spec, float* slice, ScratchPool& scratch) {
+void all_reduce_replicas(Communicator& comm, const CollectiveSpec& spec, float* whole_slice, ScratchPool& scratch) {
   STRATA_CHECK(spec.kind == CollectiveKind::kAllReduce && !spec.empty(), "replica all-reduce needs an all-reduce spec");
+  float* slice = whole_slice + spec.bucket_offset;  // a bucket is a contiguous part of the slice
   if (spec.quant.enabled()) {
     quantized_all_reduce(comm, spec.quant, slice, spec.elements, spec.first_level, spec.last_level);
     return;
@@ -140,7 +217,7 @@ void all_reduce_replicas(Communicator& comm, const CollectiveSpec& spec, float* 
   const DType type = spec.dtype;
   ScratchPool::Buffer wire = scratch.acquire(spec.elements * dtype_size(type), false);
   narrow_to(wire->data(), slice, spec.elements, type);
-  hierarchical_all_reduce(comm, wire->data(), spec.elements, type, spec.first_level, spec.last_level);
+  all_reduce_over(comm, spec.flat, wire->data(), spec.elements, type, spec.first_level, spec.last_level);
   widen_from(slice, wire->data(), spec.elements, type);
   scratch.release(std::move(wire));
 }
@@ -157,13 +234,26 @@ void gather_updated(Communicator& comm, const CollectiveSpec& spec, const float*
   }
   STRATA_CHECK(spec.kind == CollectiveKind::kAllGather && !spec.quant.enabled(),
                "updated weights travel by an unquantized all-gather");
+  if (spec.bucketed()) {
+    const BucketLayout b = bucket_layout(comm, spec);
+    STRATA_CHECK(b.piece == master_elements, "an updated-weights bucket of pieces of {} from a slice of {}", b.piece,
+                 master_elements);
+    const std::size_t e = dtype_size(spec.dtype);
+    std::vector<unsigned char> wire(b.span * b.len * e);
+    const auto slot = static_cast<std::size_t>(comm.topology().shard_index(comm.rank(), spec.first_level, spec.last_level));
+    narrow_to(wire.data() + slot * b.len * e, master + b.offset, b.len, spec.dtype);
+    start_all_gather_over(comm, spec.flat, wire.data(), b.span * b.len, spec.dtype, spec.first_level, spec.last_level)
+        ->wait();
+    unpack_bucket(wire.data(), primary, b, spec.dtype);
+    return;
+  }
   STRATA_CHECK(piece_of(comm, spec) == master_elements, "an updated-weights gather of {} elements from a slice of {}",
                spec.elements, master_elements);
   const std::size_t at = master_offset - primary_offset;
   STRATA_CHECK(at == shard_offset(comm.topology(), comm.rank(), spec.elements, spec.first_level, spec.last_level),
                "the optimizer slice sits at {} of the primary shard, not where the gather puts this rank's piece", at);
   narrow_to(byte_at(primary, at, spec.dtype), master, master_elements, spec.dtype);
-  hierarchical_all_gather(comm, primary, spec.elements, spec.dtype, spec.first_level, spec.last_level);
+  start_all_gather_over(comm, spec.flat, primary, spec.elements, spec.dtype, spec.first_level, spec.last_level)->wait();
 }
 
 }  // namespace strata

@@ -76,12 +76,15 @@ struct UnitShard {
   float* reduced_grad() { return grad_shard.data() + reduced_offset; }
   const float* reduced_grad() const { return grad_shard.data() + reduced_offset; }
 
-  // Collectives in flight.
-  std::unique_ptr<CommRequest> gather;
-  std::unique_ptr<CommRequest> replica_task;  // the boundary's replica reduction (from the last micro-batch)
-  std::unique_ptr<CommRequest> updated_task;  // the updated-weights gather (into the next step)
-  std::unique_ptr<PendingReduction> reduction;  // made and completed by reduce_task's job
-  std::unique_ptr<CommRequest> reduce_task;     // declared last: destroyed (waited for) first
+  // Collectives in flight, one per bucket of the op that started them (one when unbucketed).
+  std::vector<std::unique_ptr<CommRequest>> gathers;
+  std::vector<std::unique_ptr<CommRequest>> replica_tasks;  // the boundary's replica reduction (from the last micro-batch)
+  std::vector<std::unique_ptr<CommRequest>> updated_tasks;  // the updated-weights gather (into the next step)
+  struct Reduction {
+    std::unique_ptr<PendingReduction> reduction;  // made and completed by task's job
+    std::unique_ptr<CommRequest> task;            // declared last: destroyed (waited for) first
+  };
+  std::vector<Reduction> reductions;
 };
 
 // The shards of every unit for this rank, with the fp32 master slice and the primary weight shard

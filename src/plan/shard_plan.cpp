@@ -39,6 +39,8 @@ std::string ShardPlan::spec(const Topology& t) const {
                               name(optimizer));
   if (quant_weights != QuantBits::kNone) s += fmt::format(",quant_weights={}", quant_bits_name(quant_weights));
   if (quant_grads != QuantBits::kNone) s += fmt::format(",quant_grads={}", quant_bits_name(quant_grads));
+  if (collectives == CollectiveAlgorithm::kFlat) s += ",collectives=flat";
+  if (bucket_bytes > 0) s += fmt::format(",bucket_bytes={}", bucket_bytes);
   return s;
 }
 
@@ -137,6 +139,18 @@ ShardPlan ShardPlan::parse(std::string_view spec, const Topology& t) {
                      "plan '{}': quant_block sets both block sizes; give it or {}, not both", spec, key);
       if (both || key == "quant_weights_block") p.quant_weights_block = static_cast<std::uint32_t>(block);
       if (both || key == "quant_grads_block") p.quant_grads_block = static_cast<std::uint32_t>(block);
+    } else if (key == "bucket_bytes") {
+      std::uint64_t bytes = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), bytes);
+      STRATA_REQUIRE(ec == std::errc() && end == value.data() + value.size(), "{}: '{}' is not a whole number of bytes",
+                     what, value);
+      STRATA_REQUIRE(bytes == 0 || bytes >= 4096, "{}: {} bytes is below the 4096 a bucket must hold at least", what,
+                     bytes);
+      p.bucket_bytes = bytes;
+    } else if (key == "collectives") {
+      if (value == "hierarchical") p.collectives = CollectiveAlgorithm::kHierarchical;
+      else if (value == "flat") p.collectives = CollectiveAlgorithm::kFlat;
+      else fail("{}: '{}' must be hierarchical or flat", what, value);
     } else if (key == "quant") {
       STRATA_REQUIRE(value == "none", "{}: only quant=none (both off) is a shorthand; set quant_weights and "
                                       "quant_grads to turn quantization on", what);
@@ -144,7 +158,7 @@ ShardPlan ShardPlan::parse(std::string_view spec, const Topology& t) {
       p.quant_backward = QuantBackward::kAuto;
     } else {
       fail("plan '{}': unknown key '{}' (weights, secondary, grads, optim, quant_weights, quant_grads, "
-           "quant_backward, quant_block, quant_weights_block, quant_grads_block, quant)",
+           "quant_backward, quant_block, quant_weights_block, quant_grads_block, quant, collectives, bucket_bytes)",
            spec, key);
     }
   }
@@ -220,6 +234,8 @@ std::string ShardPlan::describe(const Topology& t) const {
                                                           : " (forward)",
                        describe_quant(grad_quant()));
   }
+  if (collectives == CollectiveAlgorithm::kFlat) out += " collectives=flat";
+  if (bucket_bytes > 0) out += fmt::format(" buckets of {} bytes", bucket_bytes);
   return out;
 }
 

@@ -24,6 +24,11 @@ constexpr int kReplicated = -1;
 // forward's dequantized weights and would only be quantized a second time.
 enum class QuantBackward { kAuto, kOn, kOff };
 
+// How a collective over several levels runs: level by level (each step within one level, the slow
+// link moving the smallest pieces, exact bytes per link) or flat (one call over every rank it
+// covers, the MPI library's algorithm, as DeepSpeed and FSDP run NCCL/RCCL).
+enum class CollectiveAlgorithm { kHierarchical, kFlat };
+
 struct ShardPlan {
   std::string name = "custom";
   int weights = kReplicated;    // primary working weights
@@ -38,6 +43,13 @@ struct ShardPlan {
   QuantBits quant_grads = QuantBits::kNone;
   std::uint32_t quant_weights_block = kDefaultWeightQuantBlock;
   std::uint32_t quant_grads_block = kDefaultGradQuantBlock;
+  // Flat or level by level, for the data collectives (control sums are flat anyway). qgZ gradient
+  // reductions stay two-hop (their definition: quantized per hop, summed between hops).
+  CollectiveAlgorithm collectives = CollectiveAlgorithm::kHierarchical;
+  // At most this many bytes in one call of a unit's collective (DeepSpeed's bucket sizes): the
+  // gathers, the gradient reduce-scatters, the boundary's replica reductions and updated-weights
+  // gathers are split into buckets, each its own start and wait. 0: one call per unit.
+  std::uint64_t bucket_bytes = 0;
 
   bool has_secondary() const { return secondary != kReplicated; }
   bool quantizes_backward() const;
@@ -51,7 +63,8 @@ struct ShardPlan {
   // list such as "weights=gcd,grads=node,optim=world,secondary=none" (levels by name, "world" or
   // "none"; an omitted state is replicated). Quantization keys: quant_weights=none|int8|int4,
   // quant_grads=none|int8|int4, quant_backward=auto|on|off, quant_weights_block=N,
-  // quant_grads_block=N, quant_block=N (both blocks), quant=none (both off).
+  // quant_grads_block=N, quant_block=N (both blocks), quant=none (both off). Collective keys:
+  // collectives=hierarchical|flat, bucket_bytes=N (0: none).
   static ShardPlan parse(std::string_view spec, const Topology& topology);
   static ShardPlan preset(std::string_view name, const Topology& topology);
   static std::vector<std::string> preset_names();

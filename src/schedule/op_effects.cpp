@@ -121,7 +121,10 @@ std::vector<Access> op_accesses(const StepSchedule& s, const ScheduleOp& op) {
     case OpKind::kGatherWait:
       a.push_back({source, op.unit, true, false});  // the send buffer is in use until the gather ends
       a.push_back({Resource::kGathered, op.unit, false, true});
-      if (source == Resource::kSecondary) a.push_back({Resource::kSecondary, op.unit, false, true, After::kFreed});
+      // The secondary copy has served its purpose once the last bucket is in.
+      if (source == Resource::kSecondary && op.bucket + 1 == op.buckets) {
+        a.push_back({Resource::kSecondary, op.unit, false, true, After::kFreed});
+      }
       break;
     case OpKind::kKeepSecondary:
       a.push_back({Resource::kGathered, op.unit, true, false});
@@ -145,7 +148,8 @@ std::vector<Access> op_accesses(const StepSchedule& s, const ScheduleOp& op) {
     case OpKind::kReduceScatterWait:
       a.push_back({Resource::kUnitGrad, op.unit, true, false});
       a.push_back({Resource::kGradShard, op.unit, true, true});
-      a.push_back({Resource::kUnitGrad, op.unit, false, true, After::kFreed});
+      // A bucketed reduction frees the unit gradient with its last bucket.
+      if (op.bucket + 1 == op.buckets) a.push_back({Resource::kUnitGrad, op.unit, false, true, After::kFreed});
       break;
     case OpKind::kReplicaReduceScatterStart:
     case OpKind::kReplicaAllReduceStart:
@@ -172,6 +176,16 @@ std::vector<Access> op_accesses(const StepSchedule& s, const ScheduleOp& op) {
       break;
     case OpKind::kBumpEpoch: break;
     case OpKind::kAgreeStop: a.push_back({Resource::kStopFlag, -1, false, true}); break;
+  }
+  // A later bucket's start touches a part of the buffer the earlier buckets (in flight) do not:
+  // it reads no part of theirs.
+  if (op.bucket > 0 && op_kind_info(op.kind).sync == OpSync::kStart) {
+    for (Access& x : a) {
+      if (!x.read) continue;
+      for (const Access& y : a) {
+        if (y.write && y.after == After::kInFlight && y.resource == x.resource && y.unit == x.unit) x.read = false;
+      }
+    }
   }
   return a;
 }

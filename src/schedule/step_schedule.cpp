@@ -34,8 +34,10 @@ class Builder {
     overlap_ = in_.boundary_overlap && in_.mode == ScheduleMode::kTrain;
     // The list is run once per step: its first step waits for the updates the previous run of it
     // started (none before the first step: the wait then finds nothing to wait for).
-    update_pending_.assign(units, overlap_ ? kCarriedIn : kNone);
-    replica_pending_.assign(units, kNone);
+    update_pending_.assign(units, {});
+    update_carried_in_.assign(units, overlap_);
+    replica_pending_.assign(units, {});
+    gather_starts_.assign(units, {});
     check_live_bound();
   }
 
@@ -131,7 +133,9 @@ class Builder {
     const bool narrow = in_.weight_dtype != DType::kF32;
     if (plan_.weights == kReplicated && !narrow) return 0;
     std::uint64_t staging = 0;
-    if (gather.quant.enabled()) {
+    if (buckets_of(gather).size() > 1) {
+      // Buckets land in the compute copy through collective scratch: no staging area of the unit.
+    } else if (gather.quant.enabled()) {
       const auto span = static_cast<std::size_t>(in_.topology->span(gather.first_level, gather.last_level));
       staging = span * quantized_bytes(gather.quant, numel(unit) / span);
     } else if (narrow && plan_.weights != kReplicated) {
@@ -142,11 +146,99 @@ class Builder {
   // The plan's format where the collective has peers: over levels spanning one rank nothing moves,
   // and quantizing there would only round the data. A quantized gradient reduction quantizes the
   // fp32 accumulation itself, so its spec says fp32 whatever the wire dtype of plain ones.
+  // And flat when the plan says so, except for qgZ reductions, which are two-hop by definition.
   CollectiveSpec with_quant(CollectiveSpec c, QuantFormat f) const {
+    c = flat_if_planned(c);
     if (!f.enabled() || c.last_level < c.first_level || in_.topology->span(c.first_level, c.last_level) == 1) return c;
     c.quant = f;
-    if (c.kind != CollectiveKind::kAllGather) c.dtype = DType::kF32;
+    if (c.kind != CollectiveKind::kAllGather) {
+      c.dtype = DType::kF32;
+      c.flat = false;
+    }
     return c;
+  }
+  CollectiveSpec flat_if_planned(CollectiveSpec c) const {
+    c.flat = plan_.collectives == CollectiveAlgorithm::kFlat && !c.is_control() && c.kind != CollectiveKind::kNone;
+    return c;
+  }
+
+  // The collective as the plan's buckets, one spec per call of at most bucket_bytes: a part of
+  // every rank's piece (gather, reduce-scatter) or of the buffer (all-reduce), a multiple of the
+  // quantization block, so the blocks are those of the whole collective.
+  std::vector<CollectiveSpec> buckets_of(const CollectiveSpec& c) const {
+    if (plan_.bucket_bytes == 0 || c.kind == CollectiveKind::kNone || c.empty()) return {c};
+    const auto span = static_cast<std::size_t>(in_.topology->span(c.first_level, c.last_level));
+    const std::size_t eb = dtype_size(c.dtype), align = c.quant.enabled() ? c.quant.block : 1;
+    std::vector<CollectiveSpec> out;
+    if (c.kind == CollectiveKind::kAllReduce) {
+      const std::size_t step = span * align;
+      const std::size_t k = std::max<std::size_t>(1, plan_.bucket_bytes / eb / step) * step;
+      if (k >= c.elements) return {c};
+      for (std::size_t o = 0; o < c.elements; o += k) {
+        CollectiveSpec b = c;
+        b.elements = std::min(k, c.elements - o);
+        b.bucket_offset = o;
+        b.bucket_piece = c.elements;
+        out.push_back(b);
+      }
+      return out;
+    }
+    const std::size_t piece = c.elements / span;
+    const std::size_t k = std::max<std::size_t>(1, plan_.bucket_bytes / (eb * span) / align) * align;
+    if (k >= piece) return {c};
+    for (std::size_t o = 0; o < piece; o += k) {
+      CollectiveSpec b = c;
+      b.elements = span * std::min(k, piece - o);
+      b.bucket_offset = o;
+      b.bucket_piece = piece;
+      out.push_back(b);
+    }
+    return out;
+  }
+
+  // A start for each bucket of `spec`, in order (each after the one before), from `first` (the
+  // op of bucket 0, its other fields set). Returns the ops' ids.
+  std::vector<int> add_bucket_starts(ScheduleOp first, const CollectiveSpec& spec) {
+    const std::vector<CollectiveSpec> specs = buckets_of(spec);
+    std::vector<int> ids;
+    for (std::size_t b = 0; b < specs.size(); ++b) {
+      ScheduleOp op = first;
+      op.comm = specs[b];
+      op.bucket = static_cast<int>(b);
+      op.buckets = static_cast<int>(specs.size());
+      if (b > 0) {
+        op.alloc.clear();
+        op.deps = {ids.back()};
+      }
+      ids.push_back(add(op));
+    }
+    return ids;
+  }
+
+  // A wait for each of `starts` (a bucketed start's ops), each after its start and the wait
+  // before; `last` (effects such as frees) goes on the final one. Returns the final wait's id.
+  int add_bucket_waits(OpKind kind, int micro, int unit, const std::vector<int>& starts, std::vector<int> deps,
+                       ScheduleOp last) {
+    int prev = -1;
+    for (std::size_t b = 0; b < starts.size(); ++b) {
+      const ScheduleOp& start = s_.ops[static_cast<std::size_t>(starts[b])];
+      ScheduleOp op = b + 1 == starts.size() ? last : make(kind, micro, unit);
+      op.kind = kind;
+      op.micro = micro;
+      op.unit = unit;
+      op.source = start.source;
+      op.phase = start.phase;
+      op.comm = no_bytes(start.comm);
+      op.bucket = start.bucket;
+      op.buckets = start.buckets;
+      op.deps = deps;
+      op.deps.push_back(starts[b]);
+      // After every bucket started: the buckets share one buffer, which the starts write in
+      // flight and the waits make whole, in order.
+      op.deps.push_back(b == 0 ? starts.back() : prev);
+      prev = add(op);
+    }
+    return prev;
   }
 
   std::uint64_t secondary_bytes(int unit) const { return weight_bytes(numel(unit) / span(plan_.secondary)); }
@@ -191,21 +283,31 @@ class Builder {
     return with_quant({CollectiveKind::kAllGather, 0, last, numel(unit), in_.weight_dtype}, plan_.weight_quant(backward));
   }
 
-  // The updated-weights gather of the step before, waited for just before the unit's first
-  // gather of this step reads the primary shard it writes.
+  // The updated-weights gather of the step before (each of its buckets), waited for just before
+  // the unit's first gather of this step reads the primary shard it writes. In the list's first
+  // step the starts are the previous run's: the waits are carried.
   void await_update(int micro, int unit) {
     const auto u = static_cast<std::size_t>(unit);
-    if (update_pending_[u] == kNone) return;
-    ScheduleOp op = make(OpKind::kGatherUpdatedWait, micro, unit);
-    if (update_pending_[u] == kCarriedIn) {
-      op.carried = true;
-    } else {
-      op.deps = {update_pending_[u]};
-      op.comm = s_.ops[static_cast<std::size_t>(update_pending_[u])].comm;
-      op.comm.kind = CollectiveKind::kNone;  // the bytes are the start's
+    if (!update_carried_in_[u] && update_pending_[u].empty()) return;
+    if (update_carried_in_[u]) {
+      const std::vector<CollectiveSpec> specs = buckets_of(updated_spec(unit));
+      int prev = -1;
+      for (std::size_t b = 0; b < specs.size(); ++b) {
+        ScheduleOp op = make(OpKind::kGatherUpdatedWait, micro, unit);
+        op.carried = true;
+        op.comm = no_bytes(specs[b]);
+        op.bucket = static_cast<int>(b);
+        op.buckets = static_cast<int>(specs.size());
+        op.deps = {prev};
+        prev = add(op);
+      }
+      updated_[u] = prev;
+      update_carried_in_[u] = false;
+      return;
     }
-    updated_[u] = add(op);
-    update_pending_[u] = kNone;
+    updated_[u] = add_bucket_waits(OpKind::kGatherUpdatedWait, micro, unit, update_pending_[u], {},
+                                   make(OpKind::kGatherUpdatedWait, micro, unit));
+    update_pending_[u].clear();
   }
 
   int gather_start(int micro, int unit, WeightSource source, bool backward) {
@@ -227,20 +329,26 @@ class Builder {
     } else {
       op.deps.push_back(updated_[u]);  // the previous step's update wrote the primary
     }
-    last_gather_start_ = add(op);
-    return last_gather_start_;
+    const CollectiveSpec spec = op.comm;
+    const std::vector<int> ids = add_bucket_starts(std::move(op), spec);
+    gather_starts_[u] = ids;
+    last_gather_start_ = ids.back();
+    return ids.front();
   }
 
   int gather_wait(int micro, int unit, int start) {
-    ScheduleOp op = make(OpKind::kGatherWait, micro, unit);
-    op.source = s_.ops[static_cast<std::size_t>(start)].source;
-    op.deps = {start};
-    if (op.source == WeightSource::kSecondary) {
+    const auto u = static_cast<std::size_t>(unit);
+    STRATA_CHECK(!gather_starts_[u].empty() && gather_starts_[u].front() == start, "a gather wait of unit {} for another start",
+                 unit);
+    ScheduleOp last = make(OpKind::kGatherWait, micro, unit);
+    if (s_.ops[static_cast<std::size_t>(start)].source == WeightSource::kSecondary) {
       // The secondary shard is in the gathered unit now; it has served its purpose.
-      op.free.push_back({BufferKind::kSecondary, unit, secondary_bytes(unit)});
-      secondary_read_[static_cast<std::size_t>(unit)] = static_cast<int>(s_.ops.size());
+      last.free.push_back({BufferKind::kSecondary, unit, secondary_bytes(unit)});
     }
-    return add(op);
+    const int id = add_bucket_waits(OpKind::kGatherWait, micro, unit, gather_starts_[u], {}, std::move(last));
+    if (s_.ops[static_cast<std::size_t>(start)].source == WeightSource::kSecondary) secondary_read_[u] = id;
+    gather_starts_[u].clear();
+    return id;
   }
 
   int release(int micro, int unit, std::vector<int> deps) {
@@ -401,21 +509,21 @@ class Builder {
   void reduce_scatter_start(int micro, int unit, int backward) {
     if (!s_.grads_partitioned) return;
     ScheduleOp op = make(OpKind::kReduceScatterStart, micro, unit);
-    op.comm = with_quant({CollectiveKind::kReduceScatter, 0, plan_.grads, numel(unit), in_.grad_dtype},
-                         plan_.grad_quant());
+    const CollectiveSpec spec =
+        with_quant({CollectiveKind::kReduceScatter, 0, plan_.grads, numel(unit), in_.grad_dtype}, plan_.grad_quant());
     op.deps = {backward};
-    in_flight_.push_back(add(op));
+    in_flight_.push_back(add_bucket_starts(std::move(op), spec));
   }
   // Waits for every reduce-scatter in flight: called after the next backward compute, so each
   // unit's reduction overlaps the backward of the unit before it.
   void reduce_scatter_waits(int micro) {
-    for (int start : in_flight_) {
-      const int unit = s_.ops[static_cast<std::size_t>(start)].unit;
+    for (const std::vector<int>& starts : in_flight_) {
+      const int unit = s_.ops[static_cast<std::size_t>(starts.front())].unit;
       const auto u = static_cast<std::size_t>(unit);
-      ScheduleOp op = make(OpKind::kReduceScatterWait, micro, unit);
-      op.deps = {start, grad_writer_[u]};  // accumulation into the shard in a fixed order
-      op.free.push_back({BufferKind::kUnitGrad, unit, numel(unit) * sizeof(float)});
-      const int id = add(op);
+      ScheduleOp last = make(OpKind::kReduceScatterWait, micro, unit);
+      last.free.push_back({BufferKind::kUnitGrad, unit, numel(unit) * sizeof(float)});
+      // Accumulation into the shard in a fixed order.
+      const int id = add_bucket_waits(OpKind::kReduceScatterWait, micro, unit, starts, {grad_writer_[u]}, std::move(last));
       grad_writer_[u] = id;
       grad_free_[u] = id;
       grad_open_[u] = false;
@@ -439,14 +547,20 @@ class Builder {
                       plan_.grad_quant());
   }
 
-  int replica_op(OpKind kind, int micro, int unit, const CollectiveSpec& spec) {
+  // A replica reduction's starts (every bucket), boundary traffic wherever they are issued.
+  std::vector<int> replica_starts(OpKind kind, int micro, int unit, const CollectiveSpec& spec) {
     const auto u = static_cast<std::size_t>(unit);
     ScheduleOp op = make(kind, micro, unit);
-    op.comm = spec;
-    op.phase = TrafficPhase::kStepBoundary;  // boundary traffic, wherever it is issued
+    op.phase = TrafficPhase::kStepBoundary;
     op.deps = {grad_writer_[u]};
-    grad_writer_[u] = add(op);
-    return grad_writer_[u];
+    const std::vector<int> ids = add_bucket_starts(std::move(op), spec);
+    grad_writer_[u] = ids.back();
+    return ids;
+  }
+  void replica_waits(OpKind kind, int unit, const std::vector<int>& starts) {
+    const auto u = static_cast<std::size_t>(unit);
+    ScheduleOp last = make(kind, -1, unit);
+    grad_writer_[u] = add_bucket_waits(kind, -1, unit, starts, {grad_writer_[u]}, std::move(last));
   }
 
   // With the boundary overlap, in the step's last micro-batch: the unit's replica reduction starts
@@ -454,12 +568,21 @@ class Builder {
   // the plan needs both a reduce-scatter and an all-reduce, the second waits for the boundary.
   void replica_start(int micro, int unit) {
     if (!overlap_ || micro != in_.grad_accum - 1) return;
+    const auto u = static_cast<std::size_t>(unit);
     const CollectiveSpec rs = replica_reduce_scatter_spec(unit), ar = replica_all_reduce_spec(unit);
     if (rs.kind != CollectiveKind::kNone) {
-      replica_pending_[static_cast<std::size_t>(unit)] = replica_op(OpKind::kReplicaReduceScatterStart, micro, unit, rs);
+      replica_pending_[u] = replica_starts(OpKind::kReplicaReduceScatterStart, micro, unit, rs);
     } else if (ar.kind != CollectiveKind::kNone) {
-      replica_pending_[static_cast<std::size_t>(unit)] = replica_op(OpKind::kReplicaAllReduceStart, micro, unit, ar);
+      replica_pending_[u] = replica_starts(OpKind::kReplicaAllReduceStart, micro, unit, ar);
     }
+  }
+
+  CollectiveSpec updated_spec(int u) const {
+    // Empty (no levels) when the optimizer slice already covers the primary shard; the spec still
+    // says what lands there. Never quantized: it writes the primary shard itself, and quantizing
+    // it would make the rounding permanent.
+    return flat_if_planned({CollectiveKind::kAllGather, plan_.weights + 1, plan_.optimizer,
+                            numel(u) / span(plan_.weights), in_.weight_dtype});
   }
 
   void head_backward(int micro, const Stage& head) {
@@ -505,17 +628,22 @@ class Builder {
     for (int u = 0; u < s_.unit_count; ++u) {
       const auto uu = static_cast<std::size_t>(u);
       const CollectiveSpec rs = replica_reduce_scatter_spec(u), ar = replica_all_reduce_spec(u);
-      // A start posted in the last micro-batch is waited for here; the rest start and wait here.
-      const int pending = replica_pending_[uu];
-      replica_pending_[uu] = kNone;
-      const OpKind pending_kind = pending >= 0 ? s_.ops[static_cast<std::size_t>(pending)].kind : OpKind::kForward;
+      // Starts posted in the last micro-batch are waited for here; the rest start and wait here.
+      std::vector<int> pending = std::move(replica_pending_[uu]);
+      replica_pending_[uu].clear();
+      const OpKind pending_kind = pending.empty() ? OpKind::kForward : s_.ops[static_cast<std::size_t>(pending[0])].kind;
       if (rs.kind != CollectiveKind::kNone) {
-        if (pending_kind != OpKind::kReplicaReduceScatterStart) replica_op(OpKind::kReplicaReduceScatterStart, -1, u, rs);
-        replica_op(OpKind::kReplicaReduceScatterWait, -1, u, no_bytes(rs));
+        if (pending_kind != OpKind::kReplicaReduceScatterStart) {
+          pending = replica_starts(OpKind::kReplicaReduceScatterStart, -1, u, rs);
+        }
+        replica_waits(OpKind::kReplicaReduceScatterWait, u, pending);
+        pending.clear();
       }
       if (ar.kind != CollectiveKind::kNone) {
-        if (pending_kind != OpKind::kReplicaAllReduceStart) replica_op(OpKind::kReplicaAllReduceStart, -1, u, ar);
-        replica_op(OpKind::kReplicaAllReduceWait, -1, u, no_bytes(ar));
+        if (pending_kind != OpKind::kReplicaAllReduceStart || pending.empty()) {
+          pending = replica_starts(OpKind::kReplicaAllReduceStart, -1, u, ar);
+        }
+        replica_waits(OpKind::kReplicaAllReduceWait, u, pending);
       }
     }
     ScheduleOp norm = make(OpKind::kGradNorm, -1, -1);
@@ -538,24 +666,17 @@ class Builder {
       step.deps = {norm_id};
       const int step_id = add(step);
       ScheduleOp ag = make(OpKind::kGatherUpdatedStart, -1, u);
-      // Empty (no levels) when the optimizer slice already covers the primary shard; the spec
-      // still says what lands there. Never quantized: it writes the primary shard itself, and
-      // quantizing it would make the rounding permanent.
-      ag.comm = {CollectiveKind::kAllGather, plan_.weights + 1, plan_.optimizer, numel(u) / span(plan_.weights),
-                 in_.weight_dtype};
       // Overwrites the primary shard: every gather that reads it must have finished.
       ag.deps = {step_id, last_compute_};
-      const int start = add(ag);
-      updating.push_back(start);
+      ag.carried = overlap_ && step_ + 1 == in_.steps;
+      const std::vector<int> starts = add_bucket_starts(std::move(ag), updated_spec(u));
       if (overlap_) {
-        update_pending_[uu] = start;  // waited for by the next step's first gather of the unit
-        s_.ops[static_cast<std::size_t>(start)].carried = step_ + 1 == in_.steps;
+        update_pending_[uu] = starts;  // waited for by the next step's first gather of the unit
+        updating.insert(updating.end(), starts.begin(), starts.end());
       } else {
-        ScheduleOp wait = make(OpKind::kGatherUpdatedWait, -1, u);
-        wait.comm = no_bytes(s_.ops[static_cast<std::size_t>(start)].comm);
-        wait.deps = {start};
-        updated_[uu] = add(wait);
-        updating.back() = updated_[uu];
+        updated_[uu] = add_bucket_waits(OpKind::kGatherUpdatedWait, -1, u, starts, {},
+                                        make(OpKind::kGatherUpdatedWait, -1, u));
+        updating.push_back(updated_[uu]);
       }
       grad_writer_[uu] = step_id;  // the next step starts from zeroed gradients after the update
     }
@@ -569,9 +690,6 @@ class Builder {
     c.kind = CollectiveKind::kNone;
     return c;
   }
-
-  static constexpr int kNone = -1;
-  static constexpr int kCarriedIn = -2;  // started by the previous execution of the list
 
   const ScheduleInputs& in_;
   const ShardPlan& plan_;
@@ -593,10 +711,12 @@ class Builder {
   int last_gather_start_ = -1;
   int last_release_ = -1;
   std::vector<bool> grad_open_;     // per unit: a unit-gradient buffer of this micro-batch is live
-  std::vector<int> in_flight_;      // reduce-scatter starts not yet waited for
+  std::vector<std::vector<int>> in_flight_;  // reduce-scatter starts (each unit's buckets) not yet waited for
+  std::vector<std::vector<int>> gather_starts_;  // per unit: the bucket starts of its gather in flight
   bool overlap_ = false;            // the boundary overlapped (training lists only)
-  std::vector<int> update_pending_; // per unit: the updated-weights gather to wait for (kNone, kCarriedIn, an op)
-  std::vector<int> replica_pending_;// per unit: a replica reduction started in the last micro-batch
+  std::vector<std::vector<int>> update_pending_;   // per unit: the updated-weights gather's starts to wait for
+  std::vector<bool> update_carried_in_;            // per unit: its wait is for the previous run of the list
+  std::vector<std::vector<int>> replica_pending_;  // per unit: a replica reduction started in the last micro-batch
 };
 
 }  // namespace
@@ -621,6 +741,7 @@ std::string describe_op(const StepSchedule& s, int index) {
   if (op.source == WeightSource::kSecondary && (op.kind == OpKind::kGatherStart || op.kind == OpKind::kGatherWait)) {
     what += " from the secondary copy";
   }
+  if (op.buckets > 1) what += fmt::format(", bucket {} of {}", op.bucket + 1, op.buckets);
   const std::string when = op.micro >= 0 ? fmt::format("step {} micro-batch {}", op.step, op.micro)
                                          : fmt::format("step {} boundary", op.step);
   return fmt::format("op {} ({}, {})", index, what, when);

@@ -80,6 +80,9 @@ struct ScheduleOp {
   // A start whose wait is in the next execution of the list (the next step), or a wait whose
   // start was in the previous one: the step boundary overlapped into the next step's forward.
   bool carried = false;
+  // A collective split into buckets (plan bucket_bytes): this op's bucket of `buckets`.
+  int bucket = 0;
+  int buckets = 1;
 };
 
 // A run of consecutive ops the engine executes in one call of its interface: one micro-batch's

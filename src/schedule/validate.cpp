@@ -113,7 +113,7 @@ class Validator {
         std::vector<int> starts;
         for (int d : at(i).deps) {
           const ScheduleOp& o = at(d);
-          if (o.kind == start_kind && o.unit == at(i).unit) starts.push_back(d);
+          if (o.kind == start_kind && o.unit == at(i).unit && o.bucket == at(i).bucket) starts.push_back(d);
         }
         // A carried wait completes what the previous run of the list started: it has no start in
         // the list, and only the list's first step may hold one.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "model/gpt.hpp"
@@ -28,11 +29,11 @@ class SimulatingExecutor final : public OpExecutor {
       case OpSync::kLocal: compute(op, local_seconds(op)); break;
       case OpSync::kStart:
         // A start without a collective (replicated weights) does its task's work inline.
-        done_[{op.kind, op.unit}] = op.comm.empty() ? compute(op, task_seconds(op)) : post(op, task_seconds(op));
+        done_[{op.kind, op.unit, op.bucket}] = op.comm.empty() ? compute(op, task_seconds(op)) : post(op, task_seconds(op));
         break;
       case OpSync::kWait: {
         // A carried wait of the first run has no start before it: nothing was in flight.
-        const auto started = done_.find({info.pair, op.unit});
+        const auto started = done_.find({info.pair, op.unit, op.bucket});
         if (started != done_.end()) wait(started->second);
         compute(op, local_seconds(op));
         break;
@@ -69,9 +70,19 @@ class SimulatingExecutor final : public OpExecutor {
     }
     // The updated fp32 slice is narrowed into the working weights, then gathered if need be.
     if (op.kind == OpKind::kGatherUpdatedStart) {
-      seconds += cost_.memory_seconds((4.0 + dtype_size(in_.weight_dtype)) * optimizer_slice(op.unit));
+      seconds += cost_.memory_seconds((4.0 + dtype_size(in_.weight_dtype)) * optimizer_slice(op.unit) * bucket_share(op));
     }
     return seconds;
+  }
+
+  // The part of the unit's collective a bucket of it moves (1 unbucketed).
+  double bucket_share(const ScheduleOp& op) const {
+    const CollectiveSpec& c = op.comm;
+    if (!c.bucketed()) return 1.0;
+    const double part = c.kind == CollectiveKind::kAllReduce
+                            ? static_cast<double>(c.elements)
+                            : static_cast<double>(c.elements) / topology_.span(c.first_level, c.last_level);
+    return part / static_cast<double>(c.bucket_piece);
   }
 
   // The op's own work on the compute stream.
@@ -85,7 +96,8 @@ class SimulatingExecutor final : public OpExecutor {
       case OpKind::kForward:
       case OpKind::kBackward: return compute_seconds(op);
       // The reduced piece is added into the fp32 gradient shard: read two, write one.
-      case OpKind::kReduceScatterWait: return cost_.memory_seconds(12.0 * padded(op.unit) / topology_.span(in_.plan.grads));
+      case OpKind::kReduceScatterWait:
+        return cost_.memory_seconds(12.0 * padded(op.unit) / topology_.span(in_.plan.grads) * bucket_share(op));
       case OpKind::kGradNorm: {
         double slices = 0.0;
         for (int u = 0; u < schedule_.unit_count; ++u) slices += optimizer_slice(u);
@@ -153,7 +165,7 @@ class SimulatingExecutor final : public OpExecutor {
   const CostModel& cost_;
   const Topology& topology_;
   const bool inline_comm_;
-  std::map<std::pair<OpKind, int>, double> done_;  // per start kind and unit: when its collective ends
+  std::map<std::tuple<OpKind, int, int>, double> done_;  // per start kind, unit and bucket: when its collective ends
   double compute_clock_ = 0.0, comm_clock_ = 0.0;
   double compute_busy_ = 0.0, comm_busy_ = 0.0, exposed_ = 0.0;
   std::vector<TraceSpan> spans_;

@@ -79,8 +79,8 @@ Topology resolve_topology(const std::string& spec, int world) {
   return Topology::parse(expand_topology_preset(spec), world);
 }
 
-int worker_threads(const TrainConfig& config, int ranks_on_host) {
-  if (config.threads > 0) return config.threads;
+int worker_threads(int threads_flag, int ranks_on_host) {
+  if (threads_flag > 0) return threads_flag;
   if (std::getenv("OMP_NUM_THREADS") != nullptr) return 0;  // OpenMP's own reading of it
   // Eight ranks on one machine must not each start a thread per core.
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
@@ -125,7 +125,7 @@ EngineSetup plan_engine(const TrainConfig& config, int world) {
 
 void connect_engine(EngineSetup& setup, const TrainConfig& config, const CommunicatorFactory& make_comm,
                     int ranks_on_host) {
-  set_thread_count(worker_threads(config, ranks_on_host));
+  set_thread_count(worker_threads(config.threads, ranks_on_host));
   const GptConfig model = config.model_config();
   const auto seed = static_cast<std::uint64_t>(config.seed);
   if (!setup.sharded()) {

@@ -39,7 +39,7 @@ using CommunicatorFactory = std::function<std::unique_ptr<Communicator>(const To
 
 // The worker threads a rank computes with: --threads, else OMP_NUM_THREADS when set, else the
 // host's cores shared among the ranks on it.
-int worker_threads(const TrainConfig& config, int ranks_on_host);
+int worker_threads(int threads_flag, int ranks_on_host);
 
 // Collective under MPI: thread count, the communicator (from make_comm for a sharded run), the
 // engine.

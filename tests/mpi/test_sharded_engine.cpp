@@ -313,6 +313,53 @@ TEST(World8, BoundaryOverlapOnAndOffGiveTheSameBitsInEveryOrder) {
   }
 }
 
+// Flat collectives (one call over every rank of the levels, the library's algorithm; the
+// reduce-scatter an all-to-all then the ring's own summation order) give the same bits as the
+// level-by-level ones, fp32 and bf16, for every preset and the quantized plans (whose qgZ stays
+// two-hop).
+TEST(World8, FlatAndHierarchicalCollectivesGiveTheSameBits) {
+  ASSERT_EQ(world_size(), 8);
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  std::vector<std::string> plans = ShardPlan::preset_names();
+  plans.push_back("hier3,quant_weights=int8,quant_grads=int4");
+  plans.push_back("weights=gcd,grads=gcd,optim=gpu");
+  for (const auto& plan : plans) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      RunSettings s;
+      s.steps = 3;
+      const RunResult level_by_level = run_plan(plan, t, dtype, s);
+      const RunResult flat = run_plan(plan + ",collectives=flat", t, dtype, s);
+      const std::string what = plan + " " + std::string(dtype_name(dtype));
+      EXPECT_EQ(level_by_level.losses, flat.losses) << what;
+      EXPECT_EQ(level_by_level.norms, flat.norms) << what;
+      EXPECT_EQ(level_by_level.weights, flat.weights) << what;
+    }
+  }
+}
+
+// Buckets (each unit's collectives split into calls of at most bucket_bytes, each its own start
+// and wait) give the same bits as one call per unit, fp32, for every preset, flat or not, and
+// with int8 weight gathers (a bucket is a multiple of the quantization block, and qwZ blocks
+// restart at every piece).
+TEST(World8, BucketedAndWholeUnitCollectivesGiveTheSameBits) {
+  ASSERT_EQ(world_size(), 8);
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  std::vector<std::string> plans = ShardPlan::preset_names();
+  plans.push_back("zero3,quant_weights=int8");
+  plans.push_back("weights=gcd,grads=gcd,optim=gpu");
+  plans.push_back("hier3,collectives=flat");
+  for (const auto& plan : plans) {
+    RunSettings s;
+    s.steps = 3;
+    const std::string unquantized = ShardPlan::parse(plan, t).quant_grads != QuantBits::kNone ? ",quant_grads=none" : "";
+    const RunResult whole = run_plan(plan + unquantized, t, DType::kF32, s);
+    const RunResult buckets = run_plan(plan + unquantized + ",bucket_bytes=4096", t, DType::kF32, s);
+    EXPECT_EQ(whole.losses, buckets.losses) << plan;
+    EXPECT_EQ(whole.norms, buckets.norms) << plan;
+    EXPECT_EQ(whole.weights, buckets.weights) << plan;
+  }
+}
+
 // A random sleep of up to 2 ms before every collective, different on every rank, over 20 steps
 // of 8 ranks: the run neither hangs nor changes a bit.
 TEST(World8, RandomDelaysBeforeEachCollectiveNeitherHangNorChangeTheResult) {
@@ -438,6 +485,15 @@ TEST(World8, MeterEqualsTheScheduleCountAndTheFormulasExactly) {
   plans.push_back("zero3,quant_weights=int4,quant_grads=int8,quant_block=64");
   plans.push_back("zeropp,quant_backward=on");  // a quantized gather from the hpZ copy
   plans.push_back("mics,quant_grads=int4");     // a quantized all-reduce over the levels above the node
+  // Flat collectives: bytes counted at each peer's level, one call at the outermost level.
+  for (const char* flat : {"zero3", "zeropp", "hier3", "ddp", "zero1", "weights=gcd,grads=gcd,optim=gpu"}) {
+    plans.push_back(std::string(flat) + ",collectives=flat");
+  }
+  // Buckets: the same bytes as one call per unit, in more calls.
+  for (const char* bucketed : {"zero3", "zeropp", "hier3", "ddp", "zero1", "weights=gcd,grads=gcd,optim=gpu",
+                               "hier3,collectives=flat"}) {
+    plans.push_back(std::string(bucketed) + ",bucket_bytes=8192");
+  }
   for_each_plan_run(t, plans, 2, [&](ShardedEngine& engine, MpiCommunicator& comm, const RunSettings& s, DType dtype,
                                      const std::string& where) {
     const int accum = s.grad_accum;
@@ -881,7 +937,10 @@ TEST(World8, QuantizedPlansTrackTheSingleProcessRun) {
   // 1e-3 (only the reduction is quantized: the norm is the test of the 1/world factor).
   for (const Case& c : {Case{"zero3,quant_weights=int8,quant_grads=int8", 0.01, 0.15}, Case{"zeropp", 0.02, 0.2},
                         Case{"hier3,quant_weights=int8,quant_grads=int4", 0.02, 0.2},
-                        Case{"ddp,quant_grads=int8", 0.005, 0.01}}) {
+                        Case{"ddp,quant_grads=int8", 0.005, 0.01},
+                        Case{"zeropp,bucket_bytes=8192", 0.02, 0.2},
+                        Case{"hier3,quant_weights=int8,quant_grads=int4,bucket_bytes=8192", 0.02, 0.2},
+                        Case{"zeropp,collectives=flat", 0.02, 0.2}}) {
     const RunResult got = run_plan(c.plan, t, DType::kF32, s);
     if (world_rank() != 0) continue;
     double worst_loss = 0.0, worst_norm = 0.0;

@@ -74,6 +74,15 @@ std::uint64_t quant_reduce_bytes(const Topology& t, int first, int last, int l, 
   return (f - 1) * blob_bytes(n / static_cast<std::uint64_t>(t.span(first, l)), bits, block);
 }
 
+// A flat collective over [first, last] (one call, a piece to or from each peer), at level l: the
+// peers whose outermost coordinate differing from this rank's is l, (f_l - 1) x span(first..l-1),
+// times the piece.
+std::uint64_t flat_bytes(const Topology& t, int first, int last, int l, std::uint64_t piece_bytes) {
+  if (l < first || l > last) return 0;
+  return static_cast<std::uint64_t>(t.level(l).fanout - 1) * static_cast<std::uint64_t>(t.span(first, l - 1)) *
+         piece_bytes;
+}
+
 }  // namespace
 
 TrafficFormula traffic_formula(const ModelLayout& layout, const ShardPlan& plan, const Topology& t,
@@ -94,16 +103,27 @@ TrafficFormula traffic_formula(const ModelLayout& layout, const ShardPlan& plan,
 
   // Every per-unit figure is summed unit by unit: quantized sizes are not linear in n (scales per
   // started block).
+  // Flat collectives: every gather (qwZ blobs too) and the unquantized reductions; qgZ stays
+  // two-hop by definition.
+  const bool flat = plan.collectives == CollectiveAlgorithm::kFlat;
+  auto piece = [&](int first, int last, std::uint64_t n) { return n / static_cast<std::uint64_t>(t.span(first, last)); };
   auto gather = [&](int last, int l, std::uint64_t n, bool quant) {
+    if (flat) return flat_bytes(t, 0, last, l, quant ? blob_bytes(piece(0, last, n), wbits, wblock) : piece(0, last, n) * ew);
     return quant ? quant_gather_bytes(t, 0, last, l, n, wbits, wblock) : level_bytes(t, 0, last, l, n, ew);
   };
   auto reduce = [&](int first, int last, int l, std::uint64_t n) {
-    return gbits > 0 ? quant_reduce_bytes(t, first, last, l, n, gbits, gblock) : level_bytes(t, first, last, l, n, eg);
+    if (gbits > 0) return quant_reduce_bytes(t, first, last, l, n, gbits, gblock);
+    return flat ? flat_bytes(t, first, last, l, piece(first, last, n) * eg) : level_bytes(t, first, last, l, n, eg);
   };
   auto all_reduce = [&](int first, int last, int l, std::uint64_t n) {
-    return gbits > 0 ? quant_reduce_bytes(t, first, last, l, n, gbits, gblock) +
-                           quant_gather_bytes(t, first, last, l, n, gbits, gblock)
-                     : 2 * level_bytes(t, first, last, l, n, eg);
+    if (gbits > 0) {
+      return quant_reduce_bytes(t, first, last, l, n, gbits, gblock) + quant_gather_bytes(t, first, last, l, n, gbits, gblock);
+    }
+    return flat ? 2 * flat_bytes(t, first, last, l, piece(first, last, n) * eg) : 2 * level_bytes(t, first, last, l, n, eg);
+  };
+  auto update = [&](int l, std::uint64_t n) {
+    if (flat) return flat_bytes(t, plan.weights + 1, plan.optimizer, l, piece(plan.weights + 1, plan.optimizer, n) * ew);
+    return level_bytes(t, plan.weights + 1, plan.optimizer, l, n, ew);
   };
 
   TrafficFormula f{std::vector<std::uint64_t>(static_cast<std::size_t>(levels), 0),
@@ -122,7 +142,7 @@ TrafficFormula traffic_formula(const ModelLayout& layout, const ShardPlan& plan,
       if (plan.grads != kReplicated) micro += reduce(0, plan.grads, l, n);
       boundary += reduce(plan.grads + 1, plan.optimizer, l, n / sg);
       boundary += all_reduce(plan.optimizer + 1, top, l, n / so);
-      boundary += level_bytes(t, plan.weights + 1, plan.optimizer, l, n / sw, ew);
+      boundary += update(l, n / sw);
     }
     f.micro_batch[static_cast<std::size_t>(l)] = micro;
     f.boundary[static_cast<std::size_t>(l)] = boundary;

@@ -45,6 +45,15 @@ std::vector<std::string> plans_for(const Topology& t) {
   plans.push_back("ddp,quant_grads=int4,quant_block=100");
   plans.push_back("zeropp,quant_backward=on");
   plans.push_back("zero3,quant_weights=int4,quant_backward=off");
+  // Flat collectives, plain and with qwZ gathers.
+  plans.push_back("hier3,collectives=flat");
+  plans.push_back("zeropp,collectives=flat");
+  // Buckets of every collective kind, plain and quantized, and with flat collectives.
+  plans.push_back("zero3,bucket_bytes=4096");
+  plans.push_back("zero1,bucket_bytes=4096");
+  plans.push_back("zeropp,bucket_bytes=4096");  // bucketed gathers from the hpZ copy
+  plans.push_back("hier3,quant_weights=int8,quant_grads=int4,bucket_bytes=8192");
+  plans.push_back("ddp,collectives=flat,bucket_bytes=4096");
   return plans;
 }
 

@@ -6,6 +6,7 @@
 #include <climits>
 #include <exception>
 
+#include "comm/collective_spec.hpp"
 #include "comm/mpi/mpi_check.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
 #include "comm/mpi/mpi_watchdog.hpp"
@@ -40,12 +41,21 @@ class MpiRequest final : public CommRequest {
   const char* waits_on_;
 };
 
+// What one call moves at one level: bytes each way, and whether the call counts there.
+struct LevelVolume {
+  int level;
+  std::uint64_t bytes;
+  bool call;
+};
+
 // Meters a started collective once, when it completes, under the phase it was started in. The
 // one owner of a started collective: dropping it unwaited waits (or ends the job on an error).
 class MeteredRequest final : public CommRequest {
  public:
   MeteredRequest(std::unique_ptr<CommRequest> inner, TrafficMeter& meter, int level, std::uint64_t bytes)
-      : inner_(std::move(inner)), meter_(meter), phase_(meter.phase()), level_(level), bytes_(bytes),
+      : MeteredRequest(std::move(inner), meter, std::vector<LevelVolume>{{level, bytes, true}}) {}
+  MeteredRequest(std::unique_ptr<CommRequest> inner, TrafficMeter& meter, std::vector<LevelVolume> volumes)
+      : inner_(std::move(inner)), meter_(meter), phase_(meter.phase()), volumes_(std::move(volumes)),
         start_(MPI_Wtime()) {}
   // Copies would meter one collective twice.
   MeteredRequest(const MeteredRequest&) = delete;
@@ -65,7 +75,8 @@ class MeteredRequest final : public CommRequest {
     inner_.reset();
     const TrafficPhase now = meter_.phase();
     meter_.set_phase(phase_);
-    meter_.record(level_, bytes_, bytes_, MPI_Wtime() - start_);
+    const double seconds = MPI_Wtime() - start_;
+    for (const LevelVolume& v : volumes_) meter_.record(v.level, v.bytes, v.bytes, v.call ? seconds : 0.0, v.call);
     meter_.set_phase(now);
   }
 
@@ -73,8 +84,7 @@ class MeteredRequest final : public CommRequest {
   std::unique_ptr<CommRequest> inner_;
   TrafficMeter& meter_;
   TrafficPhase phase_;
-  int level_;
-  std::uint64_t bytes_;
+  std::vector<LevelVolume> volumes_;
   double start_;
 };
 
@@ -101,6 +111,11 @@ MpiCommunicator::MpiCommunicator(Topology topology)
       mpi_check(MPI_Comm_split(MPI_COMM_WORLD, g.ranks.front(), rank_, &comm), "MPI_Comm_split (level range)");
       range_comms_.insert_or_assign({first, last}, MpiComm(comm));
       range_peers_.insert_or_assign({first, last}, MpiRuntime::other_hosts(g.ranks));
+      // The same group, ranked by shard index, for the flat collectives.
+      MPI_Comm flat = MPI_COMM_NULL;
+      mpi_check(MPI_Comm_split(MPI_COMM_WORLD, g.ranks.front(), topology_.shard_index(rank_, first, last), &flat),
+                "MPI_Comm_split (flat level range)");
+      flat_comms_.insert_or_assign({first, last}, MpiComm(flat));
     }
   }
   MPI_Datatype type = MPI_DATATYPE_NULL;
@@ -189,6 +204,45 @@ void MpiCommunicator::broadcast(void* buffer, std::size_t count, DType type, int
   const std::uint64_t bytes = count * dtype_size(type);
   const bool root = topology_.coordinate(rank_, level) == root_coordinate;
   meter_.record(level, root ? bytes : 0, root ? 0 : bytes, MPI_Wtime() - start);
+}
+
+namespace {
+
+// A flat call's volume: a piece per peer, at the peer's level; the call at the outermost level.
+std::vector<LevelVolume> flat_volume(const Topology& t, std::size_t count, DType type, int first, int last) {
+  std::vector<LevelVolume> v;
+  const std::vector<std::uint64_t> peers = flat_peers(t, first, last);
+  int outer = -1;
+  for (int l = last; l >= first && outer < 0; --l) outer = t.level(l).fanout > 1 ? l : -1;
+  for (int l = first; l <= last; ++l) {
+    v.push_back({l, peers[static_cast<std::size_t>(l)] * count * dtype_size(type), l == outer});
+  }
+  return v;
+}
+
+}  // namespace
+
+std::unique_ptr<CommRequest> MpiCommunicator::start_all_gather_flat(void* buffer, std::size_t count, DType type,
+                                                                    int first, int last) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  mpi_check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, checked_count(count, "all-gather"),
+                           mpi_type(type), flat_comms_.at({first, last}).get(), &request),
+            "MPI_Iallgather (flat)");
+  return std::make_unique<MeteredRequest>(
+      std::make_unique<MpiRequest>(request, "MPI_Wait (flat all-gather)", range_peers_.at({first, last}).c_str()), meter_,
+      flat_volume(topology_, count, type, first, last));
+}
+
+std::unique_ptr<CommRequest> MpiCommunicator::start_all_to_all_flat(const void* send, void* recv, std::size_t count,
+                                                                    DType type, int first, int last) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int n = checked_count(count, "all-to-all");
+  mpi_check(MPI_Ialltoall(send, n, mpi_type(type), recv, n, mpi_type(type), flat_comms_.at({first, last}).get(),
+                          &request),
+            "MPI_Ialltoall (flat)");
+  return std::make_unique<MeteredRequest>(
+      std::make_unique<MpiRequest>(request, "MPI_Wait (flat all-to-all)", range_peers_.at({first, last}).c_str()), meter_,
+      flat_volume(topology_, count, type, first, last));
 }
 
 void MpiCommunicator::all_reduce_control(double* values, int count, int first_level, int last_level, ControlOp op) {

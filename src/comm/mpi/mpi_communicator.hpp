@@ -37,6 +37,10 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<CommRequest> start_all_to_all(const void* send, void* recv, std::size_t count, DType type,
                                                 int level) override;
   void broadcast(void* buffer, std::size_t count, DType type, int root_coordinate, int level) override;
+  std::unique_ptr<CommRequest> start_all_gather_flat(void* buffer, std::size_t count, DType type, int first,
+                                                     int last) override;
+  std::unique_ptr<CommRequest> start_all_to_all_flat(const void* send, void* recv, std::size_t count, DType type,
+                                                     int first, int last) override;
   void all_reduce_control(double* values, int count, int first_level, int last_level, ControlOp op) override;
   void barrier() override;
 
@@ -51,6 +55,7 @@ class MpiCommunicator final : public Communicator {
   TrafficMeter meter_;
   std::vector<MpiComm> level_comms_;
   std::map<std::pair<int, int>, MpiComm> range_comms_;
+  std::map<std::pair<int, int>, MpiComm> flat_comms_;  // per level range, ranks in shard-index order
   // Per level and per level range: the hosts of the other ranks, for the watchdog's message.
   std::vector<std::string> level_peers_;
   std::map<std::pair<int, int>, std::string> range_peers_;

@@ -12,9 +12,6 @@
 
 namespace strata {
 
-// Element-wise dst[i] = a[i] + b[i] for the summable types (bf16 rounds once, like the MPI op).
-void add_elements(const void* a, const void* b, void* dst, std::size_t count, DType type);
-
 // Starts the ring on `comm` (size f, this rank's position c): `send` holds f pieces of `count`
 // elements, `recv` (not inside `send`) gets the sum of every rank's piece c. Round k sends the
 // partial sum of piece c - k to c + 1 and receives that of piece c - k - 1 from c - 1; the first
