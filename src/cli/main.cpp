@@ -13,6 +13,7 @@
 #include "cli/calibrate_command.hpp"
 #include "cli/checkpoint_commands.hpp"
 #include "cli/models_command.hpp"
+#include "cli/option_table.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/simulate_command.hpp"
 #include "cli/train_command.hpp"
@@ -22,18 +23,14 @@
 namespace {
 
 // Flags that were renamed: their old spelling gets a sentence naming the new one.
-constexpr std::pair<std::string_view, std::string_view> kRenamedFlags[] = {
-    {"--save-every", "--checkpoint-every"},
-};
-
 void hint_renamed_flags(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
-    for (const auto& [old_name, new_name] : kRenamedFlags) {
-      if (arg == old_name || arg.substr(0, old_name.size() + 1) == std::string(old_name) + "=") {
-        fmt::print(stderr, "strata: {} was renamed {}\n", old_name, new_name);
-      }
-    }
+    if (arg.substr(0, 2) != "--") continue;
+    const std::string_view name = arg.substr(2, arg.find('=') == std::string_view::npos ? std::string_view::npos
+                                                                                          : arg.find('=') - 2);
+    const std::string renamed = strata::renamed_option(name);
+    if (!renamed.empty()) fmt::print(stderr, "strata: --{} was renamed --{}\n", name, renamed);
   }
 }
 

@@ -56,9 +56,14 @@ void assign(const std::string& path, const std::string& key, const toml::node& n
           STRATA_REQUIRE(node.is_boolean(), "{}: '{}' must be true or false", path, key);
           *target = *node.value<bool>();
         } else if constexpr (std::is_same_v<T, std::string>) {
-          const auto v = node.value<std::string>();
-          STRATA_REQUIRE(v.has_value(), "{}: '{}' must be a string", path, key);
-          *target = *v;
+          // An integer is its decimal text: a switch such as overlap = 1 reads as "1".
+          if (node.is_integer()) {
+            *target = std::to_string(*node.value<std::int64_t>());
+          } else {
+            const auto v = node.value<std::string>();
+            STRATA_REQUIRE(v.has_value(), "{}: '{}' must be a string", path, key);
+            *target = *v;
+          }
         } else if constexpr (std::is_same_v<T, double>) {
           STRATA_REQUIRE(node.is_number(), "{}: '{}' must be a number", path, key);
           *target = *node.value<double>();
@@ -74,6 +79,14 @@ void assign(const std::string& path, const std::string& key, const toml::node& n
 }
 
 }  // namespace
+
+std::string renamed_option(std::string_view name) {
+  constexpr std::pair<std::string_view, std::string_view> kRenamed[] = {{"save-every", "checkpoint-every"}};
+  for (const auto& [old_name, new_name] : kRenamed) {
+    if (name == old_name) return std::string(new_name);
+  }
+  return {};
+}
 
 void register_options(CLI::App& app, const std::vector<OptionSpec>& specs) {
   for (const auto& spec : specs) {
@@ -110,6 +123,8 @@ void apply_config_file(const std::string& path, const std::vector<OptionSpec>& s
     const std::string key = normalise_key(raw_key);
     const OptionSpec* spec = find_spec(specs, key);
     const std::string written = group.empty() ? raw_key : group + "." + raw_key;
+    const std::string renamed = renamed_option(key);
+    STRATA_REQUIRE(spec != nullptr || renamed.empty(), "{}: '{}' was renamed '{}'", path, written, renamed);
     STRATA_REQUIRE(spec != nullptr, "{}: unknown key '{}' (the keys are the flags of 'strata train --help')", path,
                    written);
     STRATA_REQUIRE(group.empty() || spec->group == group, "{}: key '{}' belongs in [{}], not in [{}]", path, raw_key,

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -20,6 +21,10 @@ struct OptionSpec {
 };
 
 void register_options(CLI::App& app, const std::vector<OptionSpec>& specs);
+
+// The new name of a renamed option ("save-every" -> "checkpoint-every"), without dashes; empty when
+// `name` was never renamed. The command line and config files both say so.
+std::string renamed_option(std::string_view name);
 
 // Sets, from a TOML file, every option the command line did not give. Keys are flag names
 // (dashes or underscores), at the top level or inside a table named after the option's group.

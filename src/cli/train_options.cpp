@@ -60,8 +60,9 @@ std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
        "(0: no bound; below the largest unit is refused)",
        &c.max_live_bytes},
       {"overlap", "parallel",
-       "1: collectives run on a communication thread while compute goes on (needs MPI_THREAD_SERIALIZED); "
-       "0: each runs on the compute thread when reached",
+       "on (1): collectives run on a communication thread while compute goes on (needs MPI_THREAD_SERIALIZED); "
+       "off (0): each runs on the compute thread when reached; auto: inline where no hardware thread is free for "
+       "the communication thread, else the first steps measure both and every rank keeps the faster",
        &c.overlap},
       {"boundary-overlap", "parallel",
        "1: each unit's boundary replica reduction starts as soon as its last micro-batch gradient is in, and its "

@@ -1,6 +1,7 @@
 // Where collectives run: on a dedicated communication thread, tasks one at a time in the order
 // posted while the posting (compute) thread goes on; or inline, each task run by post() itself
-// (overlap off). Every rank posts the same tasks in the same order (the schedule is the same list
+// (overlap off). A poster that waits for a task not yet started runs it (and any before it) itself
+// when the thread is idle. Every rank posts the same tasks in the same order (the schedule is the same list
 // everywhere), so the collectives inside them line up across ranks. It measures the time tasks
 // ran (communication) and the time the poster spent blocked on them (exposed communication), and
 // can record each task's span for a timeline.
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "comm/progress_pacer.hpp"
 #include "core/rng.hpp"
 
 namespace strata {
@@ -51,7 +53,10 @@ class CommThread {
   // post(...)->wait().
   void run(std::string name, std::function<void()> work);
 
-  bool threaded() const { return options_.threaded; }
+  // Whether tasks now go to the thread. A threaded CommThread can be switched to inline and back
+  // (--overlap auto's trial); tasks already queued still run before any later one.
+  bool threaded() const;
+  void set_threaded(bool threaded);
   // Spans of the tasks run so far; empty unless record_spans.
   std::vector<TaskSpan> spans() const;
   // Seconds tasks ran, and seconds the posting thread was blocked on them (in wait(), run(), or
@@ -65,16 +70,24 @@ class CommThread {
   void loop();
   void execute(Task& task);  // on the thread, or inline
   void add_exposed(std::int64_t ns);
+  void enqueue(const std::shared_ptr<Task>& task, bool wake_thread);
+  void wait_for(Task& task);  // the poster's side of a request: may run queued tasks itself
+  template <typename Done>
+  void run_queued_until(std::unique_lock<std::mutex>& lock, Done done);
 
   Options options_;
   Rng delays_;
   mutable std::mutex mutex_;
-  std::condition_variable wake_;
+  std::condition_variable wake_;  // the thread: a task queued, the queue free again, or stopping
+  std::condition_variable done_;  // the poster: a task finished
   std::deque<std::shared_ptr<Task>> queue_;
   std::vector<TaskSpan> spans_;
   std::int64_t busy_ns_ = 0, exposed_ns_ = 0;
   std::uint64_t tasks_ = 0;
   bool stopping_ = false;
+  bool running_ = false;  // a task is executing, on the thread or on the poster
+  bool inline_ = false;   // a threaded CommThread switched to running tasks in post()
+  ProgressPacer pacer_;   // eager while the poster waits
   std::thread thread_;  // last: it starts once everything above exists
 };
 

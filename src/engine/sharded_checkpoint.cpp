@@ -63,6 +63,7 @@ void ShardedEngine::load_checkpoint(const CheckpointReader& reader) {
   weights_changed();  // every secondary copy predates the loaded weights
   micro_ = 0;
   reduced_ = false;
+  steps_before_ = reader.run().completed_steps;
 }
 
 CheckpointRun ShardedEngine::checkpoint_run() const {

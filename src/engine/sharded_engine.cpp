@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -51,6 +52,8 @@ ShardedEngine::ShardedEngine(const GptConfig& config, int batch, int seq_len, st
   STRATA_REQUIRE(options_.prefetch >= 0 && options_.prefetch <= 64, "prefetch must be between 0 and 64 stages (got {})",
                  options_.prefetch);
   STRATA_REQUIRE(options_.inject_delay_us >= 0, "the injected delay must not be negative");
+  // auto on an MPI library without MPI_THREAD_SERIALIZED: inline, the only choice there.
+  if (options_.tune_overlap && !comm_.allows_comm_thread()) options_.overlap = false;
   STRATA_REQUIRE(!options_.overlap || comm_.allows_comm_thread(),
                  "overlap needs an MPI library that gives MPI_THREAD_SERIALIZED (the communication thread makes the "
                  "MPI calls); this one does not: run with --overlap 0");
@@ -60,6 +63,7 @@ ShardedEngine::ShardedEngine(const GptConfig& config, int batch, int seq_len, st
   threading.max_delay_us = options_.inject_delay_us;
   threading.seed = static_cast<std::uint64_t>(comm_.rank()) + 1;
   comm_thread_ = std::make_unique<CommThread>(threading);
+  step_end_ns_ = steady_now_ns();
   units_ = make_unit_shards(layout(), t, options_.plan, comm_.rank(), options_.weight_dtype, seed);
 }
 
@@ -78,6 +82,15 @@ MeasuredMemory ShardedEngine::measured_memory() const {
   return m;
 }
 
+std::string ShardedEngine::overlap_mode() const {
+  if (!options_.overlap_auto_reason.empty()) return "auto: " + options_.overlap_auto_reason;
+  if (!options_.overlap) return "off";
+  const std::string now = comm_thread_->threaded() ? "communication thread" : "inline";
+  if (!options_.tune_overlap) return "on (" + now + ")";
+  if (tuner_.deciding()) return "auto (measuring the communication thread against inline; now " + now + ")";
+  return "auto: " + tuner_.verdict();
+}
+
 OverlapStats ShardedEngine::overlap_stats() const {
   return {comm_thread_->busy_seconds(), comm_thread_->exposed_seconds(), comm_thread_->tasks_run()};
 }
@@ -93,7 +106,7 @@ nlohmann::json ShardedEngine::timeline() const {
   const int pid = comm_.rank();
   return chrome_trace(chrome_trace_events(
       pid, fmt::format("rank {}", pid),
-      {"compute (schedule ops)", options_.overlap ? "communication thread" : "communication (inline)"}, spans));
+      {"compute (schedule ops)", options_.overlap ? "communication thread (or inline)" : "communication (inline)"}, spans));
 }
 
 std::span<const unsigned char> ShardedEngine::secondary_copy(int unit) const {
@@ -117,7 +130,7 @@ std::string ShardedEngine::description() const {
       options_.max_live_bytes == 0 ? "" : fmt::format(" (at most {} gathered bytes)", options_.max_live_bytes);
   return fmt::format("sharded | topology {} | plan {}: {} | {} | prefetch {}{} | overlap {} | boundary overlap {}",
                      t.to_string(), options_.plan.name, options_.plan.describe(t), dtype_name(options_.weight_dtype),
-                     options_.prefetch, bound, options_.overlap ? "on (communication thread)" : "off",
+                     options_.prefetch, bound, overlap_mode(),
                      options_.boundary_overlap ? "on" : "off");
 }
 
@@ -146,7 +159,7 @@ std::string ShardedEngine::report() {
     out += fmt::format(
         "communication (this rank): {:.3f} s in {} collectives, of which compute waited {:.3f} s: {:.0f}% hidden "
         "(overlap {})\n",
-        o.communication_s, o.collectives, o.exposed_s, 100.0 * o.hidden_fraction(), options_.overlap ? "on" : "off");
+        o.communication_s, o.collectives, o.exposed_s, 100.0 * o.hidden_fraction(), overlap_mode());
   }
   return out;
 }
@@ -472,7 +485,7 @@ void ShardedEngine::compute(const ScheduleOp& op, const SegmentOperands& x) {
       break;
     case ComputeStage::kBlock:
       // The last block: the next block's gather is already in flight there.
-      STRATA_REQUIRE(!(comm_.rank() == options_.fail_rank && steps_run_ == options_.fail_step &&
+      STRATA_REQUIRE(!(comm_.rank() == options_.fail_rank && steps_before_ + steps_run_ == options_.fail_step &&
                        op.layer == layout().config().n_layer - 1),
                      "injected failure (STRATA_INJECT_FAILURE={}:{}) in the backward of block {}", options_.fail_rank,
                      options_.fail_step, op.layer);
@@ -670,6 +683,20 @@ bool ShardedEngine::optimizer_step(const UpdateOperands& update) {
   reduced_ = false;
   micro_ = 0;
   ++steps_run_;
+  const std::int64_t now = steady_now_ns();
+  if (options_.overlap && options_.tune_overlap && tuner_.deciding()) {
+    if (tuner_.record(static_cast<double>(now - step_end_ns_) * 1e-9)) {
+      // Every rank keeps the same mode: the decision is on the mean of the ranks' medians. On the
+      // communication stream, behind the boundary's collectives still in flight (this happens once).
+      std::array<double, 2> medians = tuner_.medians();
+      comm_thread_->run("agree on the overlap trial", [&] {
+        comm_.all_reduce_control(medians.data(), 2, 0, comm_.topology().level_count() - 1);
+      });
+      tuner_.decide(medians[0] / comm_.world_size(), medians[1] / comm_.world_size());
+    }
+    comm_thread_->set_threaded(tuner_.threaded());
+  }
+  step_end_ns_ = steady_now_ns();
   return r.stop;
 }
 

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/comm_thread.hpp"
+#include "engine/overlap_tuner.hpp"
 #include "comm/communicator.hpp"
 #include "engine/scratch_pool.hpp"
 #include "engine/training_engine.hpp"
@@ -39,9 +40,15 @@ struct ShardedEngineOptions : StepOptions {
   // Collectives run on a communication thread while compute goes on (needs an MPI library with
   // MPI_THREAD_SERIALIZED); off: each runs on the calling thread when its op is reached.
   bool overlap = true;
+  // With overlap: measure the first steps with the communication thread and inline, and keep the
+  // faster (--overlap auto; see OverlapTuner). Off: the thread throughout.
+  bool tune_overlap = false;
+  // Set where --overlap auto chose inline before any step (no core free for the thread): why.
+  std::string overlap_auto_reason;
   int inject_delay_us = 0;  // > 0: a random sleep of up to this before each collective (test mode)
   // Rank fail_rank throws in the backward of the last block at optimizer step fail_step (0-based,
-  // of this engine): a testing aid for the job-wide abort (STRATA_INJECT_FAILURE). -1: off.
+  // as the training run counts them, steps before a resume included): a testing aid for the
+  // job-wide abort (STRATA_INJECT_FAILURE). -1: off.
   int fail_rank = -1, fail_step = -1;
   bool record_timeline = false;  // keep every op's and every collective's span (timeline())
   bool validate = kValidateSchedulesByDefault;  // check the schedules when the engine is made
@@ -126,6 +133,9 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   // What the plan report (engine/plan_report) is made from.
   PlanReportInputs report_inputs() const;
   OverlapStats overlap_stats() const;
+  // Where collectives run now ("communication thread" or "inline"), and with tune_overlap what
+  // the trial decided on what figures.
+  std::string overlap_mode() const;
   // The recorded spans as a Chrome trace (chrome://tracing, Perfetto): this rank is the process,
   // compute ops one thread and collectives another. Needs record_timeline.
   nlohmann::json timeline() const;
@@ -180,6 +190,9 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   std::vector<TaskSpan> compute_spans_;      // with record_timeline: every op this thread ran
   std::array<std::uint64_t, ScheduleCounts::kBuffers> live_by_kind_{}, peak_by_kind_{};
   int steps_run_ = 0;
+  int steps_before_ = 0;  // optimizer steps of the run before the checkpoint this engine loaded
+  OverlapTuner tuner_;              // with tune_overlap: deciding, then decided
+  std::int64_t step_end_ns_ = 0;    // when the last optimizer step (or the engine) finished
   int micro_ = 0;          // micro-batches of this step run so far
   bool reduced_ = false;   // the boundary reduction of this step has run
   double norm_ = 0.0;      // the last boundary reduction's norm (asked for again by optimizer_step)

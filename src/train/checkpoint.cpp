@@ -192,7 +192,7 @@ ResumeChoice choose_resume(const std::string& resume, const std::string& save_ro
     c.candidates = step_directories(save_root);
     c.fall_back = true;
     c.fresh_when_none = true;
-    c.described = fmt::format("the newest complete checkpoint under '{}'", save_root);
+    c.described = fmt::format("'{}'", save_root);
     return c;
   }
   STRATA_REQUIRE(fs::exists(resume, ec), "{} '{}': no such checkpoint directory", flag, resume);
@@ -207,7 +207,7 @@ ResumeChoice choose_resume(const std::string& resume, const std::string& save_ro
   c.candidates = step_directories(resume);
   STRATA_REQUIRE(!c.candidates.empty(), "{} '{}' holds no step-N checkpoint directory", flag, resume);
   c.fall_back = true;
-  c.described = fmt::format("the newest complete checkpoint under '{}'", resume);
+  c.described = fmt::format("'{}'", resume);
   return c;
 }
 
@@ -263,8 +263,9 @@ ResumePoint load_training_checkpoint(TrainingEngine& engine, Communicator& comm,
                    kExitUsage);
   }
   if (!choice.fresh_when_none) {
-    exit_if_any_failed(comm, fmt::format("{} holds no complete checkpoint ({} did not complete)", choice.described,
-                                    fmt::join(skipped, ", ")), kExitUsage);
+    exit_if_any_failed(comm, fmt::format("{} {} holds no complete checkpoint: {} did not complete (no COMPLETE marker)",
+                                         "--resume", choice.described, fmt::join(skipped, ", ")),
+                       kExitUsage);
   }
   if (rank == 0 && !skipped.empty()) {
     fmt::print(stderr, "strata: warning: --resume auto found no complete checkpoint ({}: no COMPLETE marker, their "

@@ -47,7 +47,7 @@ struct ResumeChoice {
   std::vector<std::string> candidates;  // step directories, in the order to try
   bool fall_back = false;               // try the next when one is refused (auto and roots)
   bool fresh_when_none = false;         // auto: nothing complete to resume from starts at step 0
-  std::string described;                // for the log: what was asked
+  std::string described;                // for messages: the directory asked for, quoted
 };
 // --resume: "auto" (the newest complete checkpoint under the --save root; none yet: start fresh),
 // a step directory, or a root (its newest complete one, falling back). Local.

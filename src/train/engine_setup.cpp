@@ -43,6 +43,22 @@ std::pair<int, int> injected_failure(const TrainConfig& config, int world) {
   return {rank, step};
 }
 
+}  // namespace
+
+void check_injected_failure_runs(const TrainConfig& config, int first_step) {
+  const char* inject = std::getenv("STRATA_INJECT_FAILURE");
+  if (inject == nullptr) return;
+  int rank = -1, step = -1;
+  if (std::sscanf(inject, "%d:%d", &rank, &step) != 2) return;  // refused already, when the engine was planned
+  const int end = config.stop_after > 0 ? std::min(config.steps, first_step + config.stop_after) : config.steps;
+  STRATA_REQUIRE(step >= first_step && step < end,
+                 "STRATA_INJECT_FAILURE={} names step {} (0-based), and this run takes steps {} .. {}{}{}: it would "
+                 "never fire", inject, step, first_step, end - 1, first_step > 0 ? " (resumed after step " : "",
+                 first_step > 0 ? fmt::format("{})", first_step) : "");
+}
+
+namespace {
+
 // This machine's memory and swap, in bytes (0 when unknown).
 std::uint64_t machine_memory_bytes() {
   struct sysinfo info {};
@@ -106,7 +122,8 @@ EngineSetup plan_engine(const TrainConfig& config, int world) {
   o.weight_dtype = o.grad_dtype = config.dtype == "bf16" ? DType::kBF16 : DType::kF32;
   o.prefetch = config.prefetch;
   o.max_live_bytes = static_cast<std::uint64_t>(config.max_live_bytes);
-  o.overlap = config.overlap != 0;
+  o.overlap = config.overlap != "off" && config.overlap != "0";
+  o.tune_overlap = config.overlap == "auto";
   o.boundary_overlap = config.boundary_overlap != 0;
   o.record_timeline = !config.timeline.empty();
   o.fail_rank = fail_rank;
@@ -126,6 +143,13 @@ EngineSetup plan_engine(const TrainConfig& config, int world) {
 void connect_engine(EngineSetup& setup, const TrainConfig& config, const CommunicatorFactory& make_comm,
                     int ranks_on_host) {
   set_thread_count(worker_threads(config.threads, ranks_on_host));
+  if (setup.sharded() && setup.options.tune_overlap && !spare_core_for_communication(thread_count(), ranks_on_host)) {
+    setup.options.overlap = setup.options.tune_overlap = false;
+    setup.options.overlap_auto_reason = fmt::format(
+        "inline: no hardware thread free for a communication thread ({} ranks on this host x ({} compute + 1), {} "
+        "hardware threads, {} usable by this rank)",
+        ranks_on_host, thread_count(), host_hardware_threads(), usable_hardware_threads());
+  }
   const GptConfig model = config.model_config();
   const auto seed = static_cast<std::uint64_t>(config.seed);
   if (!setup.sharded()) {

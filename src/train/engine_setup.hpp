@@ -41,6 +41,10 @@ using CommunicatorFactory = std::function<std::unique_ptr<Communicator>(const To
 // host's cores shared among the ranks on it.
 int worker_threads(int threads_flag, int ranks_on_host);
 
+// STRATA_INJECT_FAILURE's step must be one this run takes (after a resume, within --stop-after):
+// a test of a failure never passes because the failure could not fire.
+void check_injected_failure_runs(const TrainConfig& config, int first_step);
+
 // Collective under MPI: thread count, the communicator (from make_comm for a sharded run), the
 // engine.
 void connect_engine(EngineSetup& setup, const TrainConfig& config, const CommunicatorFactory& make_comm = {},

@@ -80,7 +80,8 @@ void TrainConfig::validate() const {
   STRATA_REQUIRE(dtype == "fp32" || dtype == "bf16", "dtype must be fp32 or bf16 (got '{}')", dtype);
   STRATA_REQUIRE(prefetch >= 0 && prefetch <= 64, "prefetch must be between 0 and 64 stages (got {})", prefetch);
   STRATA_REQUIRE(max_live_bytes >= 0, "max-live-bytes must not be negative (0: no bound; got {})", max_live_bytes);
-  STRATA_REQUIRE(overlap == 0 || overlap == 1, "overlap must be 0 or 1 (got {})", overlap);
+  STRATA_REQUIRE(overlap == "auto" || overlap == "on" || overlap == "off" || overlap == "1" || overlap == "0",
+                 "overlap must be auto, on (1) or off (0) (got '{}')", overlap);
   STRATA_REQUIRE(boundary_overlap == 0 || boundary_overlap == 1, "boundary-overlap must be 0 or 1 (got {})",
                  boundary_overlap);
   STRATA_REQUIRE(std::isfinite(collective_timeout) && collective_timeout >= 0.0 && collective_timeout <= 1e6,

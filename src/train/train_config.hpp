@@ -44,7 +44,7 @@ struct TrainConfig {
   std::string dtype = "fp32";     // working weights and communicated gradients: fp32 or bf16
   int prefetch = 1;               // stages whose gathers start before the current one computes
   std::int64_t max_live_bytes = 0;  // bound on gathered-but-not-released weight bytes (0: none)
-  int overlap = 1;                // 1: collectives on a communication thread while compute runs
+  std::string overlap = "auto";   // on (1), off (0), or auto: the faster of the two, measured in the first steps
   int boundary_overlap = 1;       // 1: the step boundary's collectives overlap the last backward and the next forward
   std::string timeline;           // Chrome trace of the run's ops and collectives (empty: none)
   bool report = false;            // print the plan report from the schedule and stop, no step run

@@ -21,6 +21,7 @@
 #include "core/exit_codes.hpp"
 #include "core/median.hpp"
 #include "core/path_checks.hpp"
+#include "train/engine_setup.hpp"
 #include "train/output_policy.hpp"
 #include "core/stopwatch.hpp"
 #include "train/builtin_corpus.hpp"
@@ -273,6 +274,15 @@ TrainSummary Trainer::run(TrainingEngine& engine, Communicator& comm, std::ostre
   // From before the resume: a signal during set-up still means "stop cleanly", never a kill.
   const StopSignals signals;
   resume(engine, comm, out);
+  {
+    std::string problem;
+    try {
+      check_injected_failure_runs(config_, start_step_);
+    } catch (const Error& e) {
+      problem = e.what();
+    }
+    exit_if_any_failed(comm, problem, kExitUsage);
+  }
   print_header(engine, out, notes);
   STRATA_REQUIRE(config_.timeline.empty() || engine.records_timeline(),
                  "--timeline records collectives, and this run has none (one process runs the plain reference "

@@ -15,6 +15,7 @@ printf '[model]\nlr = 0.1\n' > misplaced.toml
 printf 'grad-clip = 1.0\ngrad_clip = 2.0\n' > twice.toml
 printf 'lr = inf\n' > inf.toml
 printf 'stepz = 3\n' > typo.toml
+printf 'save_every = 3\n' > renamed.toml
 printf 'base = "cpu"\n[device]\nefficiency = 5\n' > efficient.toml
 cp data.txt data.orig
 "$STRATA" train --steps 2 --save good "${quiet[@]}" > /dev/null
@@ -43,6 +44,7 @@ check usage "lr must be a finite number \(got inf\)" $S train --lr inf
 check usage "weight-decay must be a finite number" $S train --weight-decay nan
 check usage "lr must be a finite number" $S train --config inf.toml
 check usage "unknown key 'stepz'" $S train --config typo.toml
+check usage "'save_every' was renamed 'checkpoint-every'" $S train --config renamed.toml
 check usage "key 'lr' belongs in \[optimizer\], not in \[model\]" $S train --config misplaced.toml
 check usage "'grad_clip' sets grad-clip a second time" $S train --config twice.toml
 check usage "--data 'fifo' is a FIFO \(named pipe\); it must be a regular file" $S train --data fifo
@@ -78,4 +80,5 @@ check usage "vocab_pad 128\), not this run's 'tiny' \(.* vocab_pad 64\)" $S trai
 check usage "STRATA_INJECT_FAILURE=0:0 needs the sharding engine" env STRATA_INJECT_FAILURE=0:0 $S train
 check usage "STRATA_INJECT_FAILURE=9:0 names rank 9, and the job has ranks 0 .. 1" env STRATA_INJECT_FAILURE=9:0 "${MPIRUN[@]}" 2 $S train --topology gcd:2 --plan zero3
 check usage "STRATA_INJECT_FAILURE=1:7 names step 7 \(0-based\), and the run has steps 0 .. 1" env STRATA_INJECT_FAILURE=1:7 "${MPIRUN[@]}" 2 $S train --steps 2 --topology gcd:2 --plan zero3
+check usage "STRATA_INJECT_FAILURE=1:5 names step 5 \(0-based\), and this run takes steps 0 .. 1: it would never fire" env STRATA_INJECT_FAILURE=1:5 "${MPIRUN[@]}" 2 $S train --steps 10 --stop-after 2 --topology gcd:2 --plan zero3
 echo "ok: $n bad inputs, each refused with its sentence; no hang, no partial file, inputs unchanged"

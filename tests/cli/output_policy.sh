@@ -49,6 +49,7 @@ cp notes.md forced.md
 written forced.md "$STRATA" export good --out forced.md --force
 
 # simulate --timeline
+refused "--timeline 'data.txt' $not_kind a Strata timeline" data.txt "$STRATA" simulate --nodes 1 --timeline data.txt
 refused "--timeline 'notes.md' $not_kind a Strata timeline" notes.md "$STRATA" simulate --nodes 1 --timeline notes.md
 refused "--timeline '$shard' $inside" "$shard" "$STRATA" simulate --nodes 1 --timeline "$shard"
 written sim.json "$STRATA" simulate --nodes 1 --timeline sim.json
@@ -75,8 +76,13 @@ written run.jsonl "$STRATA" train --steps 1 --metrics run.jsonl
 written run.jsonl "$STRATA" train --steps 2 --metrics run.jsonl
 cp notes.md forced.md
 written forced.md "$STRATA" train --steps 1 --metrics forced.md --force
+refused "--timeline 'data.txt' would write over 'data.txt', an input of this run" data.txt \
+  "$STRATA" train --steps 1 --plan zero3 --data data.txt --metrics "" --timeline data.txt
 refused "--timeline 'notes.md' $not_kind a Strata timeline" notes.md \
   "$STRATA" train --steps 1 --plan zero3 --metrics "" --timeline notes.md
+refused "--timeline '$shard' $inside" "$shard" "$STRATA" train --steps 1 --plan zero3 --metrics "" --timeline "$shard"
 written trace.json "$STRATA" train --steps 1 --plan zero3 --metrics "" --timeline trace.json
 written trace.json "$STRATA" train --steps 2 --plan zero3 --metrics "" --timeline trace.json
+cp notes.md forced.md
+written forced.md "$STRATA" train --steps 1 --plan zero3 --metrics "" --timeline forced.md --force
 echo "ok: $n cases; every output refused what is not its own, replaced its own, and --force overrode"

@@ -33,8 +33,8 @@ sleep 3
 ticks=$(getconf CLK_TCK)
 for p in $ranks; do
   cpu "$p" > "$work/after.$p"
-  computing=$(join <(sort "$work/before.$p") <(sort "$work/after.$p") |
-    awk -v hz="$ticks" '{ if (($5 - $3) / hz > 0.15) print $1 "(" $2 ")" }')
+  joined=$(join <(sort "$work/before.$p") <(sort "$work/after.$p"))
+  computing=$(echo "$joined" | awk -v hz="$ticks" '{ if (($5 - $3) / hz > 0.15) print $1 "(" $2 ")" }')
   echo "rank process $p: threads that used more than 0.15 s of CPU in 3 s: $computing"
   comm=0
   for t in $computing; do
@@ -43,6 +43,9 @@ for p in $ranks; do
     [ "$tid" = "$p" ] || fail "thread $t of rank process $p computed: only the main and communication threads may, under --threads 1"
   done
   [ "$comm" -le 1 ] || fail "$comm threads named strata-comm computed in rank process $p: the communication thread started a team"
-  [ "$comm" -eq 1 ] || fail "the communication thread of rank process $p did not run (no overlap?)"
+  # The thread ran collectives in the window (a compute thread that finds it idle runs a task
+  # itself, so it need not have used much CPU; but it must have run some, or nothing was tested).
+  ran=$(echo "$joined" | awk '$2 == "strata-comm" && $5 > $3 { n++ } END { print n + 0 }')
+  [ "$ran" -ge 1 ] || fail "the communication thread of rank process $p did not run (no overlap?)"
 done
 echo "ok: under --threads 1 only the main and communication threads compute"

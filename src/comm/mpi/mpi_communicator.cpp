@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "comm/collective_spec.hpp"
+#include "comm/progress_pacer.hpp"
 #include "comm/mpi/mpi_check.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
 #include "comm/mpi/mpi_watchdog.hpp"
@@ -32,7 +33,13 @@ class MpiRequest final : public CommRequest {
   void wait() override {
     if (request_ == MPI_REQUEST_NULL) return;
     const MpiWatch watch("MPI_Wait", waits_on_);
-    mpi_check(MPI_Wait(&request_, MPI_STATUS_IGNORE), what_);
+    paced_wait(
+        [&] {
+          int done = 0;
+          mpi_check(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), what_);
+          return done != 0;
+        },
+        [&] { mpi_check(MPI_Wait(&request_, MPI_STATUS_IGNORE), what_); });
   }
 
  private:

@@ -7,6 +7,7 @@
 #include "comm/mpi/mpi_check.hpp"
 #include "comm/mpi/mpi_watchdog.hpp"
 #include "comm/elementwise_sum.hpp"
+#include "comm/progress_pacer.hpp"
 #include "core/error.hpp"
 
 namespace strata {
@@ -42,7 +43,13 @@ class RingReduceScatter final : public CommRequest {
     while (round_ > 0) {
       {
         const MpiWatch watch("MPI_Waitall (ring reduce-scatter)", waits_on_);
-        mpi_check(MPI_Waitall(2, requests_, MPI_STATUSES_IGNORE), what_);
+        paced_wait(
+            [&] {
+              int done = 0;
+              mpi_check(MPI_Testall(2, requests_, &done, MPI_STATUSES_IGNORE), what_);
+              return done != 0;
+            },
+            [&] { mpi_check(MPI_Waitall(2, requests_, MPI_STATUSES_IGNORE), what_); });
       }
       const int k = round_;
       unsigned char* received = partial_[k & 1].data();
