@@ -82,7 +82,7 @@ void bench_plans(const PlanBenchSettings& s) {
       in.grad_accum = s.grad_accum;
       in.weight_dtype = in.grad_dtype = dtype;
       in.overlap = s.overlap;
-      const CostModel cost(simulated, cluster.device);
+      const CostModel cost(simulated, cluster.device, cluster.curves());
       const SimulationResult r = replay_schedule(engine.schedule(), in, cost);
       report["simulated_ms"] = r.step_seconds * 1e3;
       report["simulated_exposed_ms"] = r.exposed_seconds * 1e3;

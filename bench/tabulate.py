@@ -113,6 +113,33 @@ def overlap(rows):
                   f"{r['exposed_ms_per_step']:>9.1f} {100 * r['hidden_fraction']:>6.0f}% | {ratio}")
 
 
+def overlap_presets(rows):
+    runs = [r for r in rows if r["bench"] == "overlap_presets"]
+    if not runs:
+        return
+    import statistics
+    first = runs[0]
+    print(f"\nOverlap off, on and auto (the default) for every preset, as a user runs it: strata train, "
+          f"{first['model']} {first['batch']} x {first['seq_len']} per rank, --threads 1, no OMP_* variable; "
+          f"median ms/step of each run's steps past its first {first.get('skip', 20)}, median over "
+          f"{max(r['repeat'] for r in runs) + 1} repeats; ratios are medians of the ratios of runs made back to back")
+    print(f"{'ranks':>5} {'topology':<20} {'plan':<7} | {'off':>7} {'on':>7} {'auto':>7} | {'on/off':>7} {'auto/off':>8}")
+    groups = {}
+    for r in runs:
+        groups.setdefault((r["ranks"], r["topology"], r["plan"]), {}).setdefault(r["repeat"], {})[r["overlap"]] = r["median_ms"]
+    worst = {"on": 0.0, "auto": 0.0}
+    for (ranks, topology, plan), repeats in groups.items():
+        ms = {m: statistics.median([rep[m] for rep in repeats.values() if m in rep]) for m in ("off", "on", "auto")}
+        ratio = {m: statistics.median([rep[m] / rep["off"] for rep in repeats.values() if m in rep and "off" in rep])
+                 for m in ("on", "auto")}
+        for m in worst:
+            worst[m] = max(worst[m], ratio[m])
+        print(f"{ranks:>5} {topology:<20} {plan:<7} | {ms['off']:>7.2f} {ms['on']:>7.2f} {ms['auto']:>7.2f} | "
+              f"{ratio['on']:>7.3f} {ratio['auto']:>8.3f}")
+    print(f"worst auto/off {worst['auto']:.3f} (goal: at most 1.05), worst on/off {worst['on']:.3f} (the thread forced "
+          f"where no core is free for it)")
+
+
 def quant(rows):
     memcpy = next((r for r in rows if r["bench"] == "quant_memcpy"), None)
     kernels = [r for r in rows if r["bench"] == "quant"]
@@ -171,6 +198,27 @@ def simulate(rows):
         print(f"{r['plan']:<{width}} {r['median_ms']:>12.1f} {r['simulated_ms']:>13.1f} {ratio:>13.3f} "
               f"{'yes' if abs(ratio - 1) <= 0.2 else 'NO':>11}")
     print_ratio_summary(ratios, 0.2, "plans")
+
+
+def generalise(rows):
+    runs = [r for r in rows if r["bench"] == "generalise"]
+    if not runs:
+        return
+    print("\nSimulated against measured where the calibration never ran: calibrated once per rank count (small, "
+          "1 x 64, plan ddp, 2 micro-batches, overlap off), then other models, shapes, accumulations and plans, overlap "
+          "off (inline) and on (the communication thread forced); fp32, 1 thread per rank")
+    print(f"{'ranks':>5} {'model':<6} {'B x T':>7} {'accum':>5} {'overlap':>7} {'plan':<6} | {'measured ms':>11} "
+          f"{'simulated':>9} {'sim/meas':>8} {'within 20%':>10}")
+    ratios = {False: [], True: []}
+    for r in runs:
+        ratio = r["simulated_ms"] / r["median_ms"]
+        ratios[bool(r["overlap"])].append(ratio)
+        print(f"{r['world_size']:>5} {r['model']:<6} {str(r['batch_per_rank']) + ' x ' + str(r['seq_len']):>7} "
+              f"{r['grad_accum']:>5} {'on' if r['overlap'] else 'off':>7} {r['plan']:<6} | {r['median_ms']:>11.1f} "
+              f"{r['simulated_ms']:>9.1f} {ratio:>8.3f} {'yes' if abs(ratio - 1) <= 0.2 else 'NO':>10}")
+    for on, label in ((False, "overlap off"), (True, "overlap on")):
+        if ratios[on]:
+            print_ratio_summary(ratios[on], 0.2, f"runs with {label}")
 
 
 RATE_BITS = {"gbit": 1e9, "mbit": 1e6, "kbit": 1e3}
@@ -245,14 +293,57 @@ def cluster(rows, plot_prefix):
     print(f"plot: {plot_prefix}.svg and {plot_prefix}.png (data {data})")
 
 
+def frontier(path):
+    """The Frontier tables of `strata simulate` (one per accumulation, both engine profiles) summed up:
+    TFLOP/s per GCD at 48 nodes, the ratios hier3/zeropp and zeropp/zero3, and each plan's scaling
+    efficiency from the smallest node count where it fits to the largest."""
+    import os
+    if not path or not os.path.exists(path):
+        return
+    rows = []
+    for line in open(path):
+        f = line.split()
+        if len(f) == 12 and f[0] in ("strata", "deepspeed") and f[2].isdigit():
+            rows.append({"engine": f[0], "plan": f[1], "nodes": int(f[2]), "accum": int(f[4]),
+                         "tflops": float(f[8]), "fits": f[11] == "yes"})
+    if not rows:
+        return
+    short = {"hier3,quant_weights=int8,quant_grads=int4": "hier3 q"}
+    plans = list(dict.fromkeys(r["plan"] for r in rows))
+    top = max(r["nodes"] for r in rows)
+    print(f"\nFrontier (simulated, gpt-20b, micro-batch 1, bf16, activation checkpointing): TFLOP/s per GCD at {top} "
+          f"nodes, and scaling efficiency from the smallest node count where the plan fits to {top} nodes")
+    print(f"{'engine':<9} {'accum':>5} | " + " ".join(f"{short.get(p, p):>9}" for p in plans) +
+          f" | {'hier3q/zeropp':>13} {'zeropp/zero3':>12} | " + " ".join(f"{'scal ' + short.get(p, p):>12}" for p in plans))
+    for engine in ("strata", "deepspeed"):
+        for accum in sorted({r["accum"] for r in rows}):
+            at = {p: next((r for r in rows if (r["engine"], r["accum"], r["plan"], r["nodes"]) == (engine, accum, p, top)), None)
+                  for p in plans}
+            if not any(at.values()):
+                continue
+            scaling = {}
+            for p in plans:
+                fit = sorted((r for r in rows if (r["engine"], r["accum"], r["plan"]) == (engine, accum, p) and r["fits"]),
+                             key=lambda r: r["nodes"])
+                scaling[p] = fit[-1]["tflops"] / fit[0]["tflops"] if fit and fit[-1]["nodes"] == top else float("nan")
+            t = {p: at[p]["tflops"] if at[p] else float("nan") for p in plans}
+            hq = t.get("hier3,quant_weights=int8,quant_grads=int4", float("nan"))
+            print(f"{engine:<9} {accum:>5} | " + " ".join(f"{t[p]:>9.1f}" for p in plans) +
+                  f" | {hq / t.get('zeropp', float('nan')):>13.2f} {t.get('zeropp', float('nan')) / t.get('zero3', float('nan')):>12.2f} | "
+                  + " ".join(f"{scaling[p]:>12.2f}" for p in plans))
+
+
 def main():
     rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
     single_process(rows)
     quant(rows)
     plans(rows)
     overlap(rows)
+    overlap_presets(rows)
     simulate(rows)
+    generalise(rows)
     cluster(rows, sys.argv[2] if len(sys.argv) > 2 else "")
+    frontier(sys.argv[3] if len(sys.argv) > 3 else "")
 
 
 if __name__ == "__main__":

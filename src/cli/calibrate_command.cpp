@@ -11,6 +11,7 @@
 #include "comm/mpi/mpi_runtime.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/format_units.hpp"
 #include "core/threads.hpp"
 #include "comm/agreement.hpp"
 #include "train/engine_setup.hpp"
@@ -54,13 +55,41 @@ void print_calibration(const Calibration& c, const std::string& path) {
     fmt::print("{:<8} {:>6} {:>14.4g} {:>14.4g} {:>16.4g} {:>12.4g}\n", m.name, m.fanout, m.small_seconds * 1e6,
                m.large_seconds * 1e3, m.bandwidth / 1e9, m.latency * 1e6);
   }
+  fmt::print("\nbandwidth by call size (the curve the simulator interpolates): bytes one rank sends per call, then "
+             "microseconds and achieved GB/s per rank\n");
+  for (const LevelMeasurement& m : c.levels) {
+    if (m.curve.empty()) continue;
+    fmt::print("{:<8}", m.name);
+    for (const TransferPoint& p : m.curve) {
+      fmt::print(" {}: {:.4g} us {:.3g} GB/s;", format_bytes(p.bytes), p.seconds * 1e6, p.bytes / p.seconds / 1e9);
+    }
+    fmt::print("\n");
+  }
   if (c.device_source.empty()) {
     fmt::print("\n{} ranks on this host, {} hardware threads: the communication thread {}\n", c.ranks_on_host,
                c.hardware_threads,
                c.cluster.device.overlaps_communication ? "overlaps compute" : "cannot overlap compute (no spare core)");
-    fmt::print("reference run (plan ddp, 2 micro-batches): measured {:.4g} ms/step; the stage and link figures alone "
-             "simulate {:.4g} ms; fitted device efficiency {:.4g}\n",
-               c.reference_measured_seconds * 1e3, c.reference_simulated_seconds * 1e3, c.cluster.device.efficiency);
+    if (c.interference_level.empty()) {
+      fmt::print("interference: not measured (one rank, or an MPI library without MPI_THREAD_SERIALIZED): 0\n");
+    } else {
+      fmt::print("interference: a model pass takes {:.4g} ms alone (spread {:.0f}%) and {:.4g} ms while the communication "
+                 "thread runs {}-level all-gathers (spread {:.0f}%): compute is {:.0f}% slower beside collectives\n",
+                 c.compute_alone.median * 1e3, 100 * c.compute_alone.spread, c.compute_beside_collectives.median * 1e3,
+                 c.interference_level, 100 * c.compute_beside_collectives.spread, 100 * c.cluster.device.interference);
+    }
+    fmt::print("reference run (plan ddp, 2 micro-batches, {} steps): measured {:.4g} ms/step (spread {:.0f}%); the "
+               "stage and link figures alone simulate {:.4g} ms; fitted device efficiency {:.4g}\n",
+               c.reference_steps, c.reference_measured_seconds * 1e3, 100 * c.reference_spread,
+               c.reference_simulated_seconds * 1e3, c.cluster.device.efficiency);
+    for (const auto& [what, spread] : {std::pair{"the reference step", c.reference_spread},
+                                       std::pair{"compute alone", c.compute_alone.spread},
+                                       std::pair{"compute beside collectives", c.compute_beside_collectives.spread}}) {
+      if (spread > Calibration::kWideSpread) {
+        fmt::print("warning: the times of {} spread {:.0f}% around their median: the machine was busy or noisy, and "
+                   "a second calibration may differ as much; calibrate on a quiet machine, or with more --repeats\n",
+                   what, 100 * spread);
+      }
+    }
   }
   fmt::print("cluster file: {} (strata simulate --cluster {} --nodes N)\n", path, path);
 }

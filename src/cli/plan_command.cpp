@@ -10,6 +10,7 @@
 
 #include "cli/simulation_options.hpp"
 #include "core/error.hpp"
+#include "sim/engine_profile.hpp"
 #include "sim/planner.hpp"
 
 namespace strata {
@@ -33,11 +34,17 @@ void run_plan(const PlanState& st) {
   in.base = simulation_inputs(st.flags, cluster, topology.world_size());
   in.prefetch_depths = parse_int_list(st.prefetch, "--prefetch");
   in.memory_per_device = st.memory.empty() ? 0.0 : parse_byte_size(st.memory, "--memory-per-device");
-  fmt::print("{}\n{}\n", describe_cluster(cluster), describe_model(in.base, topology.world_size()));
+  const std::vector<std::string> engines = parse_engine_list(st.flags.engine);
+  STRATA_REQUIRE(engines.size() == 1, "strata plan ranks plans under one --engine profile (got '{}')", st.flags.engine);
+  in.engine = engines.front();
+  in.curves = cluster.curves();
+  fmt::print("{}\n{}\nengine {}\n", describe_cluster(cluster), describe_model(in.base, topology.world_size()),
+             describe_engine_profile(in.engine));
   const PlannerResult result = rank_plans(in, topology, cluster.device);
   const std::size_t total = result.ranked.size() + result.dropped.size();
+  const std::size_t depths = in.engine == "strata" ? in.prefetch_depths.size() : 1;
   fmt::print("{} candidates ({} plans x {} prefetch depths) on {} nodes ({}); memory limit {}: {} fit, {} do not\n\n",
-             total, total / in.prefetch_depths.size(), in.prefetch_depths.size(), st.nodes, topology.to_string(),
+             total, total / depths, depths, st.nodes, topology.to_string(),
              result.memory_limit > 0 ? fmt::format("{:.4g} GB per device", result.memory_limit / 1e9) : "none",
              result.ranked.size(), result.dropped.size());
   if (result.ranked.empty()) {

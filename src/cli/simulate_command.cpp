@@ -11,6 +11,7 @@
 #include "cli/simulation_options.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "sim/engine_profile.hpp"
 #include "train/output_policy.hpp"
 
 namespace strata {
@@ -27,6 +28,7 @@ struct SimulateState {
 };
 
 struct Row {
+  std::string engine;
   std::string plan;
   int nodes = 0;
   int ranks = 0;
@@ -39,51 +41,59 @@ void run_simulate(const SimulateState& st) {
   const ClusterModel cluster = ClusterModel::load(st.flags.cluster);
   const std::vector<int> node_counts = parse_int_list(st.nodes, "--nodes");
   const std::vector<std::string> plans = split_plan_list(st.plans);
+  const std::vector<std::string> engines = parse_engine_list(st.flags.engine);
   STRATA_REQUIRE(st.prefetch >= 0 && st.prefetch <= 64, "--prefetch must be between 0 and 64 (got {})", st.prefetch);
   if (!st.timeline.empty()) require_output(st.timeline, "--timeline", trace_output(), {st.flags.cluster}, st.force);
   fmt::print("{}\n", describe_cluster(cluster));
   {
     const SimulationInputs first = simulation_inputs(st.flags, cluster, cluster.ranks_per_node() * node_counts.front());
-    fmt::print("{}\n\n", describe_model(first, cluster.ranks_per_node() * node_counts.front()));
+    fmt::print("{}\n", describe_model(first, cluster.ranks_per_node() * node_counts.front()));
+    for (const std::string& e : engines) fmt::print("engine {}\n", describe_engine_profile(e));
+    fmt::print("\n");
   }
   std::vector<Row> rows;
   nlohmann::json events = nlohmann::json::array();
-  for (const std::string& spec : plans) {
-    for (int nodes : node_counts) {
-      const Topology topology = cluster.topology(nodes);
-      SimulationInputs in = simulation_inputs(st.flags, cluster, topology.world_size());
-      in.plan = resolve_plan(ShardPlan::parse(spec, topology), topology).plan;
-      in.prefetch = st.prefetch;
-      in.record_timeline = !st.timeline.empty();
-      Row row{spec, nodes, topology.world_size(), in.grad_accum, simulate(in, topology, cluster.device), 0.0};
-      row.tokens_per_device_second = static_cast<double>(in.micro_batch) * in.seq_len * in.grad_accum / row.r.step_seconds;
-      if (in.record_timeline) {
-        const nlohmann::json e = simulated_timeline(row.r, fmt::format("{} on {} nodes ({} devices)", spec, nodes, row.ranks));
-        for (nlohmann::json ev : e["traceEvents"]) {
-          ev["pid"] = static_cast<int>(rows.size());
-          events.push_back(std::move(ev));
+  for (const std::string& engine : engines) {
+    for (const std::string& spec : plans) {
+      for (int nodes : node_counts) {
+        const Topology topology = cluster.topology(nodes);
+        SimulationInputs in = simulation_inputs(st.flags, cluster, topology.world_size());
+        in.plan = resolve_plan(ShardPlan::parse(spec, topology), topology).plan;
+        in.prefetch = st.prefetch;
+        in.record_timeline = !st.timeline.empty();
+        in = with_engine_profile(engine, in);
+        Row row{engine, spec, nodes, topology.world_size(), in.grad_accum,
+                simulate(in, topology, cluster.device, cluster.curves()), 0.0};
+        row.tokens_per_device_second = static_cast<double>(in.micro_batch) * in.seq_len * in.grad_accum / row.r.step_seconds;
+        if (in.record_timeline) {
+          const nlohmann::json e = simulated_timeline(
+              row.r, fmt::format("{} ({}) on {} nodes ({} devices)", spec, engine, nodes, row.ranks));
+          for (nlohmann::json ev : e["traceEvents"]) {
+            ev["pid"] = static_cast<int>(rows.size());
+            events.push_back(std::move(ev));
+          }
+          row.r.spans.clear();
         }
-        row.r.spans.clear();
+        rows.push_back(std::move(row));
       }
-      rows.push_back(std::move(row));
     }
   }
   const std::string per = cluster.device.name;
-  fmt::print("{:<28} {:>5} {:>7} {:>6} {:>10} {:>10} {:>10} {:>9} {:>8} {:>10} {:>5}\n", "plan", "nodes", "devices", "accum",
-             "step s", "exposed s", "hidden s", "TFLOP/s", "scaling", "memory GB", "fits");
+  fmt::print("{:<9} {:<28} {:>5} {:>7} {:>6} {:>10} {:>10} {:>10} {:>9} {:>8} {:>10} {:>5}\n", "engine", "plan", "nodes",
+             "devices", "accum", "step s", "exposed s", "hidden s", "TFLOP/s", "scaling", "memory GB", "fits");
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Row& row = rows[i];
     const Row* base = &row;
     for (const Row& r : rows) {
-      if (r.plan == row.plan) {
+      if (r.plan == row.plan && r.engine == row.engine) {
         base = &r;
         break;
       }
     }
     const double memory = gb(row.r.memory.total());
     const bool fits = cluster.device.memory_bytes <= 0.0 || static_cast<double>(row.r.memory.total()) <= cluster.device.memory_bytes;
-    fmt::print("{:<28} {:>5} {:>7} {:>6} {:>10.4g} {:>10.4g} {:>10.4g} {:>9.4g} {:>7.1f}% {:>10.4g} {:>5}\n", row.plan,
-               row.nodes, row.ranks, row.grad_accum, row.r.step_seconds, row.r.exposed_seconds,
+    fmt::print("{:<9} {:<28} {:>5} {:>7} {:>6} {:>10.4g} {:>10.4g} {:>10.4g} {:>9.4g} {:>7.1f}% {:>10.4g} {:>5}\n",
+               row.engine, row.plan, row.nodes, row.ranks, row.grad_accum, row.r.step_seconds, row.r.exposed_seconds,
                std::max(0.0, row.r.communication_seconds - row.r.exposed_seconds),
                row.r.tflops_per_device(), 100.0 * row.tokens_per_device_second / base->tokens_per_device_second, memory,
                fits ? "yes" : "NO");
@@ -93,21 +103,22 @@ void run_simulate(const SimulateState& st) {
              per, node_counts.front(), node_counts.front() == 1 ? "" : "s");
 
   fmt::print("\nmemory per device (GB): resident shards, then the schedule's peaks (each on its own), activations\n");
-  fmt::print("{:<28} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9}\n", "plan", "nodes", "weights", "grads",
-             "optimizer", "gathered", "secondary", "unit grads", "activations", "total");
+  fmt::print("{:<9} {:<28} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9}\n", "engine", "plan", "nodes", "weights",
+             "grads", "optimizer", "gathered", "secondary", "unit grads", "activations", "total");
   for (const Row& row : rows) {
     const SimulatedMemory& m = row.r.memory;
-    fmt::print("{:<28} {:>5} {:>9.4g} {:>9.4g} {:>9.4g} {:>9.4g} {:>9.4g} {:>9.4g} {:>11.4g} {:>9.4g}\n", row.plan, row.nodes,
+    fmt::print("{:<9} {:<28} {:>5} {:>9.4g} {:>9.4g} {:>9.4g} {:>9.4g} {:>9.4g} {:>9.4g} {:>11.4g} {:>9.4g}\n", row.engine,
+               row.plan, row.nodes,
                gb(m.weights), gb(m.grads), gb(m.optimizer), gb(m.gathered), gb(m.secondary), gb(m.unit_grads),
                gb(m.activations), gb(m.total()));
   }
 
   const Topology names = cluster.topology(node_counts.front());
-  fmt::print("\nbytes one device sends per step, by level (GB)\n{:<28} {:>5}", "plan", "nodes");
+  fmt::print("\nbytes one device sends per step, by level (GB)\n{:<9} {:<28} {:>5}", "engine", "plan", "nodes");
   for (const Level& l : names.levels()) fmt::print(" {:>10}", l.name);
   fmt::print("\n");
   for (const Row& row : rows) {
-    fmt::print("{:<28} {:>5}", row.plan, row.nodes);
+    fmt::print("{:<9} {:<28} {:>5}", row.engine, row.plan, row.nodes);
     for (int l = 0; l < names.level_count(); ++l) {
       std::uint64_t bytes = 0;
       for (const auto& phase : row.r.counts.bytes) bytes += phase.at(static_cast<std::size_t>(l));

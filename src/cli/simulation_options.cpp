@@ -3,12 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
 #include "core/exit_codes.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
 #include "core/error.hpp"
+#include "sim/engine_profile.hpp"
 
 namespace strata {
 
@@ -33,6 +35,26 @@ void add_simulation_options(CLI::App& c, SimulationFlags& f) {
       ->group("executor");
   c.add_option("--max-live-bytes", f.max_live_bytes, "bound on gathered-but-not-released bytes, e.g. 4GiB (0: none)")
       ->capture_default_str()->group("executor");
+  c.add_option("--engine", f.engine,
+               "how the plan's collectives are issued: strata (level by level, whole units, step boundary overlapped) "
+               "or deepspeed (flat, in DeepSpeed ZeRO's default buckets, boundary not overlapped); simulate takes a "
+               "comma-separated list and prints each")
+      ->capture_default_str()->group("executor");
+}
+
+std::vector<std::string> parse_engine_list(const std::string& text) {
+  std::vector<std::string> engines;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    (void)describe_engine_profile(item);  // refuses an unknown profile, naming the known ones
+    STRATA_REQUIRE(std::find(engines.begin(), engines.end(), item) == engines.end(), "--engine names '{}' twice", item);
+    engines.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return engines;
 }
 
 double parse_byte_size(const std::string& text, const std::string& what) {

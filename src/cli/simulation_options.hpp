@@ -21,6 +21,7 @@ struct SimulationFlags {
   int overlap = 1;
   bool activation_checkpointing = false;
   std::string max_live_bytes = "0";
+  std::string engine = "strata";  // engine profiles (sim/engine_profile), comma-separated for simulate
 };
 
 void add_simulation_options(CLI::App& command, SimulationFlags& flags);
@@ -30,6 +31,8 @@ SimulationInputs simulation_inputs(const SimulationFlags& flags, const ClusterMo
 
 // "64GB", "64GiB", "512MiB", "1.5e9", "0"; refuses anything else with a sentence naming `what`.
 double parse_byte_size(const std::string& text, const std::string& what);
+// "strata,deepspeed": each a known engine profile, none twice.
+std::vector<std::string> parse_engine_list(const std::string& text);
 // "1,2,4,8"; each a positive integer.
 std::vector<int> parse_int_list(const std::string& text, const std::string& what);
 // Plans separated by ';', or by ',' between presets: a key=value item belongs to the plan before

@@ -40,7 +40,12 @@ std::string ShardPlan::spec(const Topology& t) const {
   if (quant_weights != QuantBits::kNone) s += fmt::format(",quant_weights={}", quant_bits_name(quant_weights));
   if (quant_grads != QuantBits::kNone) s += fmt::format(",quant_grads={}", quant_bits_name(quant_grads));
   if (collectives == CollectiveAlgorithm::kFlat) s += ",collectives=flat";
-  if (bucket_bytes > 0) s += fmt::format(",bucket_bytes={}", bucket_bytes);
+  if (gather_bucket_bytes == reduce_bucket_bytes) {
+    if (gather_bucket_bytes > 0) s += fmt::format(",bucket_bytes={}", gather_bucket_bytes);
+  } else {
+    if (gather_bucket_bytes > 0) s += fmt::format(",gather_bucket_bytes={}", gather_bucket_bytes);
+    if (reduce_bucket_bytes > 0) s += fmt::format(",reduce_bucket_bytes={}", reduce_bucket_bytes);
+  }
   return s;
 }
 
@@ -139,14 +144,22 @@ ShardPlan ShardPlan::parse(std::string_view spec, const Topology& t) {
                      "plan '{}': quant_block sets both block sizes; give it or {}, not both", spec, key);
       if (both || key == "quant_weights_block") p.quant_weights_block = static_cast<std::uint32_t>(block);
       if (both || key == "quant_grads_block") p.quant_grads_block = static_cast<std::uint32_t>(block);
-    } else if (key == "bucket_bytes") {
+    } else if (key == "bucket_bytes" || key == "gather_bucket_bytes" || key == "reduce_bucket_bytes") {
       std::uint64_t bytes = 0;
       const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), bytes);
       STRATA_REQUIRE(ec == std::errc() && end == value.data() + value.size(), "{}: '{}' is not a whole number of bytes",
                      what, value);
       STRATA_REQUIRE(bytes == 0 || bytes >= 4096, "{}: {} bytes is below the 4096 a bucket must hold at least", what,
                      bytes);
-      p.bucket_bytes = bytes;
+      const bool both = key == "bucket_bytes";
+      STRATA_REQUIRE(both ? std::find(seen.begin(), seen.end(), "gather_bucket_bytes") == seen.end() &&
+                                std::find(seen.begin(), seen.end(), "reduce_bucket_bytes") == seen.end()
+                          : std::find(seen.begin(), seen.end(), "bucket_bytes") == seen.end(),
+                     "plan '{}': bucket_bytes sets both bucket sizes; give it or gather_bucket_bytes and "
+                     "reduce_bucket_bytes, not both",
+                     spec);
+      if (both || key == "gather_bucket_bytes") p.gather_bucket_bytes = bytes;
+      if (both || key == "reduce_bucket_bytes") p.reduce_bucket_bytes = bytes;
     } else if (key == "collectives") {
       if (value == "hierarchical") p.collectives = CollectiveAlgorithm::kHierarchical;
       else if (value == "flat") p.collectives = CollectiveAlgorithm::kFlat;
@@ -158,7 +171,7 @@ ShardPlan ShardPlan::parse(std::string_view spec, const Topology& t) {
       p.quant_backward = QuantBackward::kAuto;
     } else {
       fail("plan '{}': unknown key '{}' (weights, secondary, grads, optim, quant_weights, quant_grads, "
-           "quant_backward, quant_block, quant_weights_block, quant_grads_block, quant, collectives, bucket_bytes)",
+           "quant_backward, quant_block, quant_weights_block, quant_grads_block, quant, collectives, bucket_bytes, gather_bucket_bytes, reduce_bucket_bytes)",
            spec, key);
     }
   }
@@ -235,7 +248,12 @@ std::string ShardPlan::describe(const Topology& t) const {
                        describe_quant(grad_quant()));
   }
   if (collectives == CollectiveAlgorithm::kFlat) out += " collectives=flat";
-  if (bucket_bytes > 0) out += fmt::format(" buckets of {} bytes", bucket_bytes);
+  if (gather_bucket_bytes == reduce_bucket_bytes) {
+    if (gather_bucket_bytes > 0) out += fmt::format(" buckets of {} bytes", gather_bucket_bytes);
+  } else {
+    if (gather_bucket_bytes > 0) out += fmt::format(" gather buckets of {} bytes", gather_bucket_bytes);
+    if (reduce_bucket_bytes > 0) out += fmt::format(" reduction buckets of {} bytes", reduce_bucket_bytes);
+  }
   return out;
 }
 

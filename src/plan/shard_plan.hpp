@@ -46,10 +46,12 @@ struct ShardPlan {
   // Flat or level by level, for the data collectives (control sums are flat anyway). qgZ gradient
   // reductions stay two-hop (their definition: quantized per hop, summed between hops).
   CollectiveAlgorithm collectives = CollectiveAlgorithm::kHierarchical;
-  // At most this many bytes in one call of a unit's collective (DeepSpeed's bucket sizes): the
-  // gathers, the gradient reduce-scatters, the boundary's replica reductions and updated-weights
-  // gathers are split into buckets, each its own start and wait. 0: one call per unit.
-  std::uint64_t bucket_bytes = 0;
+  // At most this many bytes in one call of a unit's collective (DeepSpeed's bucket sizes), each
+  // bucket its own start and wait; 0: one call per unit. Gathers (forward, backward, the update's)
+  // and reductions (per micro-batch and the boundary's) have a size each, as DeepSpeed's
+  // stage3_prefetch_bucket_size and reduce_bucket_size; the plan key bucket_bytes sets both.
+  std::uint64_t gather_bucket_bytes = 0;
+  std::uint64_t reduce_bucket_bytes = 0;
 
   bool has_secondary() const { return secondary != kReplicated; }
   bool quantizes_backward() const;
@@ -64,7 +66,8 @@ struct ShardPlan {
   // "none"; an omitted state is replicated). Quantization keys: quant_weights=none|int8|int4,
   // quant_grads=none|int8|int4, quant_backward=auto|on|off, quant_weights_block=N,
   // quant_grads_block=N, quant_block=N (both blocks), quant=none (both off). Collective keys:
-  // collectives=hierarchical|flat, bucket_bytes=N (0: none).
+  // collectives=hierarchical|flat, bucket_bytes=N (both sizes; 0: none), gather_bucket_bytes=N,
+  // reduce_bucket_bytes=N.
   static ShardPlan parse(std::string_view spec, const Topology& topology);
   static ShardPlan preset(std::string_view name, const Topology& topology);
   static std::vector<std::string> preset_names();

@@ -162,17 +162,19 @@ class Builder {
     return c;
   }
 
-  // The collective as the plan's buckets, one spec per call of at most bucket_bytes: a part of
+  // The collective as the plan's buckets, one spec per call of at most the plan's bucket size for
+  // its kind (gathers, or reductions): a part of
   // every rank's piece (gather, reduce-scatter) or of the buffer (all-reduce), a multiple of the
   // quantization block, so the blocks are those of the whole collective.
   std::vector<CollectiveSpec> buckets_of(const CollectiveSpec& c) const {
-    if (plan_.bucket_bytes == 0 || c.kind == CollectiveKind::kNone || c.empty()) return {c};
+    const std::uint64_t limit = c.kind == CollectiveKind::kAllGather ? plan_.gather_bucket_bytes : plan_.reduce_bucket_bytes;
+    if (limit == 0 || c.kind == CollectiveKind::kNone || c.empty()) return {c};
     const auto span = static_cast<std::size_t>(in_.topology->span(c.first_level, c.last_level));
     const std::size_t eb = dtype_size(c.dtype), align = c.quant.enabled() ? c.quant.block : 1;
     std::vector<CollectiveSpec> out;
     if (c.kind == CollectiveKind::kAllReduce) {
       const std::size_t step = span * align;
-      const std::size_t k = std::max<std::size_t>(1, plan_.bucket_bytes / eb / step) * step;
+      const std::size_t k = std::max<std::size_t>(1, limit / eb / step) * step;
       if (k >= c.elements) return {c};
       for (std::size_t o = 0; o < c.elements; o += k) {
         CollectiveSpec b = c;
@@ -184,7 +186,7 @@ class Builder {
       return out;
     }
     const std::size_t piece = c.elements / span;
-    const std::size_t k = std::max<std::size_t>(1, plan_.bucket_bytes / (eb * span) / align) * align;
+    const std::size_t k = std::max<std::size_t>(1, limit / (eb * span) / align) * align;
     if (k >= piece) return {c};
     for (std::size_t o = 0; o < piece; o += k) {
       CollectiveSpec b = c;

@@ -18,14 +18,19 @@ namespace strata {
 
 namespace {
 
-// Public figures. Frontier (OLCF user guide): a node has 4 MI250X, each 2 GCDs joined by 4
-// Infinity Fabric links (200 GB/s one way), GPUs joined by 50 GB/s links, and 4 Slingshot-11
-// NICs of 25 GB/s, one per GPU, so the 2 GCDs of a GPU share one. A GCD: 191.5 TFLOP/s bf16
-// matrix, 1.6 TB/s HBM2e, 64 GB. DGX A100: 8 A100-80GB (312 TFLOP/s bf16, 2.04 TB/s), NVLink 3
-// through NVSwitch (300 GB/s one way per GPU), 8 HDR 200 Gb/s NICs (one per GPU). DGX H100: 8
-// H100 SXM (989 TFLOP/s bf16 dense, 3.35 TB/s, 80 GB), NVLink 4 (450 GB/s one way), 8 NDR
-// 400 Gb/s NICs. The efficiencies are what large GPT training typically reaches (about 40-50% of
-// peak); `strata calibrate` measures this machine's instead.
+// Public figures; docs/architecture.md names the source of each. Frontier (OLCF user guide): a
+// node has 4 MI250X, each 2 GCDs joined by 4 Infinity Fabric links (200 GB/s one way), GPUs joined
+// by 50 GB/s links, and 4 Slingshot-11 NICs of 25 GB/s, one per GPU, so the 2 GCDs of a GPU share
+// one. A GCD (AMD MI250X data sheet): 191.5 TFLOP/s bf16 matrix, 1.6 TB/s HBM2e, 64 GB. DGX A100:
+// 8 A100-80GB (312 TFLOP/s bf16, 2.04 TB/s), NVLink 3 through NVSwitch (300 GB/s one way per GPU),
+// 8 HDR 200 Gb/s NICs (one per GPU). DGX H100: 8 H100 SXM (989 TFLOP/s bf16 dense, 3.35 TB/s, 80
+// GB), NVLink 4 (450 GB/s one way), 8 NDR 400 Gb/s NICs. Efficiencies are published per-device
+// throughputs of large GPT training on each machine: Frontier 38.38% (Dash et al., arXiv
+// 2312.12705, 22B GPT), A100 52% (Narayanan et al., SC21, 163 of 312 TFLOP/s), H100 about 40%
+// (Megatron-LM's published 390-400 TFLOP/s). Interference 0.189: the mean slowdown of compute
+// overlapped with collectives measured on A100, H100, MI250 and MI210 (arXiv 2507.03114).
+// Latencies are per-message estimates (a link's hop plus a GPU collective's launch), not
+// measurements. `strata calibrate` measures this machine instead.
 constexpr struct {
   const char* name;
   const char* toml;
@@ -37,10 +42,11 @@ levels = ["gcd", "gpu", "node"]
 [device]
 name = "MI250X GCD"
 peak_flops = 191.5e12
-efficiency = 0.45
+efficiency = 0.3838
 memory_bandwidth = 1.6e12
 memory_bytes = 64e9
 overlaps_communication = true
+interference = 0.189
 [level.gcd]
 fanout = 2
 link_bandwidth = 200e9
@@ -64,10 +70,11 @@ levels = ["gpu", "node"]
 [device]
 name = "A100-SXM4-80GB"
 peak_flops = 312e12
-efficiency = 0.45
+efficiency = 0.52
 memory_bandwidth = 2.04e12
 memory_bytes = 80e9
 overlaps_communication = true
+interference = 0.189
 [level.gpu]
 fanout = 8
 link_bandwidth = 300e9
@@ -90,6 +97,7 @@ efficiency = 0.40
 memory_bandwidth = 3.35e12
 memory_bytes = 80e9
 overlaps_communication = true
+interference = 0.189
 [level.gpu]
 fanout = 8
 link_bandwidth = 450e9
@@ -188,6 +196,10 @@ class Reader {
       else if (key == "memory_bandwidth") d.memory_bandwidth = number(node, path, 0.0, true);
       else if (key == "memory_bytes") d.memory_bytes = number(node, path, 0.0, false);
       else if (key == "overlaps_communication") d.overlaps_communication = boolean(node, path);
+      else if (key == "interference") {
+        d.interference = number(node, path, 0.0, false);
+        if (d.interference > 10.0) fail_key(path, fmt::format("is a slowdown (0.2: 20% slower) and must be at most 10 (got {:g})", d.interference));
+      }
       else if (key == "stage_efficiency") {
         for (const auto& [sk, snode] : table(node, path)) {
           const std::string stage(sk.str());
@@ -198,7 +210,7 @@ class Reader {
         }
       } else {
         fail_key(path, "is not a device key (name, peak_flops, efficiency, stage_efficiency, memory_bandwidth, "
-                       "memory_bytes, overlaps_communication)");
+                       "memory_bytes, overlaps_communication, interference)");
       }
     }
   }
@@ -220,10 +232,30 @@ class Reader {
         l.ranks_per_link = integer(node, path, 1);
       } else if (key == "latency") {
         l.latency = number(node, path, 0.0, false);
+      } else if (key == "curve") {
+        l.curve = curve(node, path);
       } else {
-        fail_key(path, "is not a level key (fanout, link_bandwidth, ranks_per_link, latency)");
+        fail_key(path, "is not a level key (fanout, link_bandwidth, ranks_per_link, latency, curve)");
       }
     }
+  }
+
+  // [[bytes, seconds], ...]: bytes ascending, times not falling (a call never gets faster for
+  // moving more).
+  TransferCurve curve(const toml::node& node, const std::string& key) const {
+    const toml::array* a = node.as_array();
+    if (!a || a->empty()) fail_key(key, "must be a non-empty list of [bytes, seconds] pairs");
+    TransferCurve out;
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const toml::array* pair = (*a)[i].as_array();
+      const std::string at = fmt::format("{}[{}]", key, i);
+      if (!pair || pair->size() != 2) fail_key(at, "must be a [bytes, seconds] pair");
+      TransferPoint p{number((*pair)[0], at + " bytes", 0.0, true), number((*pair)[1], at + " seconds", 0.0, true)};
+      if (!out.empty() && p.bytes <= out.back().bytes) fail_key(at, "must have more bytes than the point before it");
+      if (!out.empty() && p.seconds < out.back().seconds) fail_key(at, "must not take less time than the point before it");
+      out.push_back(p);
+    }
+    return out;
   }
 
   const std::string& source() const { return source_; }
@@ -339,6 +371,12 @@ std::string expand_topology_preset(std::string_view spec) {
   return std::string(spec);
 }
 
+std::vector<TransferCurve> ClusterModel::curves() const {
+  std::vector<TransferCurve> out;
+  for (const LinkLevel& l : levels) out.push_back(l.curve);
+  return out;
+}
+
 Topology ClusterModel::topology(int nodes) const {
   STRATA_REQUIRE(nodes >= 1, "a cluster needs at least one node (got {})", nodes);
   const std::string spec = topology_spec();
@@ -391,9 +429,9 @@ std::string ClusterModel::to_toml() const {
   for (std::size_t i = 0; i < levels.size(); ++i) out += fmt::format("{}\"{}\"", i ? ", " : "", levels[i].name);
   out += "]\n\n[device]\n";
   out += fmt::format("name = \"{}\"\npeak_flops = {:.6g}\nefficiency = {:.6g}\nmemory_bandwidth = {:.6g}\n"
-                     "memory_bytes = {:.6g}\noverlaps_communication = {}\n",
+                     "memory_bytes = {:.6g}\noverlaps_communication = {}\ninterference = {:.6g}\n",
                      device.name, device.peak_flops, device.efficiency, device.memory_bandwidth, device.memory_bytes,
-                     device.overlaps_communication);
+                     device.overlaps_communication, device.interference);
   if (!device.stage_efficiency.empty()) {
     out += "\n[device.stage_efficiency]\n";
     for (const auto& [stage, e] : device.stage_efficiency) out += fmt::format("{} = {:.6g}\n", stage, e);
@@ -402,6 +440,13 @@ std::string ClusterModel::to_toml() const {
     out += fmt::format("\n[level.{}]\nfanout = {}\nlink_bandwidth = {:.6g}\nranks_per_link = {}\nlatency = {:.6g}\n",
                        l.name, l.fanout == 0 ? std::string("\"*\"") : std::to_string(l.fanout), l.link_bandwidth,
                        l.ranks_per_link, l.latency);
+    if (!l.curve.empty()) {
+      out += "curve = [";
+      for (std::size_t i = 0; i < l.curve.size(); ++i) {
+        out += fmt::format("{}[{:.9g}, {:.9g}]", i ? ", " : "", l.curve[i].bytes, l.curve[i].seconds);
+      }
+      out += "]\n";
+    }
   }
   return out;
 }

@@ -26,9 +26,23 @@ struct DeviceModel {
   // Whether communication proceeds while the device computes (a GPU's copy engines, a CPU with a
   // core to spare for the communication thread). When false every collective is exposed.
   bool overlaps_communication = true;
+  // How much slower work on the compute stream runs while a collective is in flight beside it: 0.2
+  // is 20% longer (a GPU's collective kernels take compute units and memory bandwidth; a CPU's
+  // communication thread takes a core's share and memory bandwidth).
+  double interference = 0.0;
 
   double stage_rate(std::string_view stage) const;  // FLOP/s a compute stage reaches
 };
+
+// A level's measured time of one single-level collective call (a ring all-gather or reduce-scatter
+// among the level's fan-out) by the bytes one rank sends in it, ascending: what `strata calibrate`
+// sweeps. Between points the time is interpolated; past the last, the last segment's rate goes on.
+struct TransferPoint {
+  double bytes = 0.0;
+  double seconds = 0.0;
+  bool operator==(const TransferPoint&) const = default;
+};
+using TransferCurve = std::vector<TransferPoint>;
 
 struct LinkLevel {
   std::string name;
@@ -36,6 +50,7 @@ struct LinkLevel {
   double link_bandwidth = 0.0;   // bytes/s of one link, one direction
   int ranks_per_link = 1;        // ranks whose traffic at this level shares one link at once
   double latency = 0.0;          // seconds per message
+  TransferCurve curve;           // measured; empty: latency and bandwidth alone
   // Bytes/s each rank gets when every rank of the level moves data at once (collectives are
   // SPMD, so they always do): the link shared among its ranks.
   double rank_bandwidth() const { return link_bandwidth / ranks_per_link; }
@@ -54,6 +69,8 @@ struct ClusterModel {
   std::string topology_spec() const;
   // The topology of `nodes` nodes.
   Topology topology(int nodes) const;
+  // Each level's measured curve (empty where there is none), innermost first, for the cost model.
+  std::vector<TransferCurve> curves() const;
 
   // A preset name, or a path to a TOML file (which may name `base = "<preset>"` to start from).
   static ClusterModel load(std::string_view name_or_path);

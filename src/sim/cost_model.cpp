@@ -1,13 +1,37 @@
 // The cost model.
 #include "sim/cost_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
 
 namespace strata {
 
-CostModel::CostModel(const Topology& topology, const DeviceModel& device) : topology_(topology), device_(device) {
+namespace {
+
+// Seconds of one call sending `bytes` on a measured curve: linear between points, the first
+// point's time below it (latency dominates there), the last segment's rate past the last point.
+double curve_seconds(const TransferCurve& curve, double bytes) {
+  if (bytes <= curve.front().bytes) return curve.front().seconds;
+  for (std::size_t i = 1; i < curve.size(); ++i) {
+    const TransferPoint &a = curve[i - 1], &b = curve[i];
+    if (bytes <= b.bytes) return a.seconds + (b.seconds - a.seconds) * (bytes - a.bytes) / (b.bytes - a.bytes);
+  }
+  const TransferPoint& last = curve.back();
+  if (curve.size() < 2) return last.seconds * bytes / last.bytes;
+  const TransferPoint& before = curve[curve.size() - 2];
+  const double rate = (last.bytes - before.bytes) / std::max(1e-30, last.seconds - before.seconds);
+  return last.seconds + (bytes - last.bytes) / rate;
+}
+
+}  // namespace
+
+CostModel::CostModel(const Topology& topology, const DeviceModel& device, std::vector<TransferCurve> curves)
+    : topology_(topology), device_(device), curves_(std::move(curves)) {
+  STRATA_REQUIRE(curves_.empty() || static_cast<int>(curves_.size()) == topology.level_count(),
+                 "{} transfer curves for the {} levels of {}", curves_.size(), topology.level_count(),
+                 topology.to_string());
   for (const Level& l : topology.levels()) {
     STRATA_REQUIRE(l.bandwidth > 0.0 || l.fanout == 1,
                    "the simulator needs the bandwidth of every level; level '{}' of {} has none", l.name,
@@ -19,8 +43,32 @@ CostModel::CostModel(const Topology& topology, const DeviceModel& device) : topo
 
 double CostModel::level_seconds(int level, std::uint64_t bytes, std::uint64_t calls) const {
   const Level& l = topology_.level(level);
-  if (l.fanout <= 1) return 0.0;
+  if (l.fanout <= 1 || calls == 0) return 0.0;
+  if (!curves_.empty() && !curves_[static_cast<std::size_t>(level)].empty()) {
+    const double per_call = static_cast<double>(bytes) / static_cast<double>(calls);
+    return static_cast<double>(calls) * curve_seconds(curves_[static_cast<std::size_t>(level)], per_call);
+  }
   return static_cast<double>(calls) * (l.fanout - 1) * l.latency + static_cast<double>(bytes) / l.bandwidth;
+}
+
+// One ring over every rank of the levels (what NCCL, RCCL and most MPI libraries run for a large
+// flat all-gather or reduce-scatter): p - 1 steps, each moving one rank's piece to its neighbour.
+// Every step waits for the slowest edge of the ring, and a ring over several levels has edges at
+// each of them, so a step costs what one piece costs on the slowest level the ring crosses (the
+// per-rank share of its link: every rank sends at once). An all-reduce is two rings.
+double CostModel::flat_ring_seconds(const CollectiveSpec& c) const {
+  const auto span = static_cast<std::size_t>(topology_.span(c.first_level, c.last_level));
+  const double piece = c.quant.enabled() ? static_cast<double>(quantized_bytes(c.quant, c.elements / span))
+                                         : static_cast<double>(c.elements / span * dtype_size(c.dtype));
+  double step = 0.0;
+  for (int l = c.first_level; l <= c.last_level; ++l) {
+    const int f = topology_.level(l).fanout;
+    if (f <= 1) continue;
+    // One piece at level l: a single-level call of f - 1 such pieces, per message.
+    step = std::max(step, level_seconds(l, static_cast<std::uint64_t>(piece * (f - 1)), 1) / (f - 1));
+  }
+  const double passes = c.kind == CollectiveKind::kAllReduce ? 2.0 : 1.0;
+  return passes * static_cast<double>(span - 1) * step;
 }
 
 double CostModel::quantization_seconds(const CollectiveSpec& c) const {
@@ -56,9 +104,10 @@ double CostModel::collective_seconds(const CollectiveSpec& c) const {
     }
     return seconds;
   }
+  double seconds = quantization_seconds(c);
+  if (c.flat) return seconds + flat_ring_seconds(c);
   const auto bytes = collective_bytes_by_level(topology_, c);
   const auto calls = collective_calls_by_level(topology_, c);
-  double seconds = quantization_seconds(c);
   for (int l = 0; l < topology_.level_count(); ++l) {
     seconds += level_seconds(l, bytes[static_cast<std::size_t>(l)], calls[static_cast<std::size_t>(l)]);
   }

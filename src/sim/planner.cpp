@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/format_units.hpp"
+#include "sim/engine_profile.hpp"
 
 namespace strata {
 
@@ -95,15 +96,18 @@ PlannerResult rank_plans(const PlannerInputs& in, const Topology& t, const Devic
   STRATA_REQUIRE(!in.prefetch_depths.empty(), "the planner needs at least one prefetch depth");
   PlannerResult out;
   out.memory_limit = in.memory_per_device > 0.0 ? in.memory_per_device : device.memory_bytes;
+  const bool own_depth = in.engine != "strata";  // the profile fixes the prefetch depth
   for (const ShardPlan& plan : enumerate_plans(t)) {
     for (int depth : in.prefetch_depths) {
       SimulationInputs s = in.base;
       s.plan = plan;
       s.prefetch = depth;
+      s = with_engine_profile(in.engine, s);
+      if (own_depth && depth != in.prefetch_depths.front()) continue;
       PlanCandidate c;
       c.plan = plan;
-      c.prefetch = depth;
-      c.result = simulate(s, t, device);
+      c.prefetch = s.prefetch;
+      c.result = simulate(s, t, device, in.curves);
       c.fits = out.memory_limit <= 0.0 || static_cast<double>(c.result.memory.total()) <= out.memory_limit;
       (c.fits ? out.ranked : out.dropped).push_back(std::move(c));
     }

@@ -24,8 +24,10 @@ struct PlanCandidate {
 
 struct PlannerInputs {
   SimulationInputs base;             // model, batch, dtype, overlap; plan and prefetch are varied
-  std::vector<int> prefetch_depths = {1, 2};
+  std::vector<int> prefetch_depths = {1, 2};  // an engine profile with its own depth tries only that
   double memory_per_device = 0.0;    // bytes; 0: the device's capacity (0 there too: no limit)
+  std::string engine = "strata";     // the engine profile each plan is run as (sim/engine_profile)
+  std::vector<TransferCurve> curves; // the cluster's measured transfer curves, if any
 };
 
 struct PlannerResult {

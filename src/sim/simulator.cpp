@@ -134,10 +134,16 @@ class SimulatingExecutor final : public OpExecutor {
     if (recording_ && end > begin) spans_.push_back({name(op), lane, (begin - origin_) * 1e6, (end - origin_) * 1e6});
   }
 
+  // Work on the compute stream, slowed by the device's interference while collectives run
+  // beside it. Everything posted so far runs back to back until comm_clock_ (nothing is posted
+  // during a compute op), so the part of the op before comm_clock_ is the part slowed.
   double compute(const ScheduleOp& op, double seconds) {
-    span(op, 0, compute_clock_, compute_clock_ + seconds);
-    compute_clock_ += seconds;
-    compute_busy_ += seconds;
+    const double slow = 1.0 + cost_.device().interference;
+    const double window = inline_comm_ ? 0.0 : std::max(0.0, comm_clock_ - compute_clock_);
+    const double took = seconds * slow <= window ? seconds * slow : window + (seconds - window / slow);
+    span(op, 0, compute_clock_, compute_clock_ + took);
+    compute_clock_ += took;
+    compute_busy_ += took;
     return compute_clock_;
   }
 
@@ -216,7 +222,8 @@ SimulationResult replay_schedule(const StepSchedule& schedule, const SimulationI
   return r;
 }
 
-SimulationResult simulate(const SimulationInputs& given, const Topology& topology, const DeviceModel& device) {
+SimulationResult simulate(const SimulationInputs& given, const Topology& topology, const DeviceModel& device,
+                          std::vector<TransferCurve> curves) {
   SimulationInputs in = given;
   if (in.seq_len == 0) in.seq_len = in.model.context_length;
   in.model.validate();
@@ -226,7 +233,7 @@ SimulationResult simulate(const SimulationInputs& given, const Topology& topolog
   in.plan.validate(topology);
   const ModelLayout layout(in.model);
   const StepSchedule schedule = build_step_schedule(schedule_inputs(layout, topology, in, in.micro_batch, in.seq_len));
-  const CostModel cost(topology, device);
+  const CostModel cost(topology, device, std::move(curves));
   return replay_schedule(schedule, in, cost);
 }
 

@@ -60,8 +60,10 @@ struct SimulationResult {
 // `in` gives the plan, the model shape and the executor's options.
 SimulationResult replay_schedule(const StepSchedule& schedule, const SimulationInputs& in, const CostModel& cost);
 
-// Builds the schedule exactly as the engine does for these inputs and replays it.
-SimulationResult simulate(const SimulationInputs& in, const Topology& topology, const DeviceModel& device);
+// Builds the schedule exactly as the engine does for these inputs and replays it; `curves` are
+// the levels' measured transfer curves, if any (ClusterModel::curves).
+SimulationResult simulate(const SimulationInputs& in, const Topology& topology, const DeviceModel& device,
+                          std::vector<TransferCurve> curves = {});
 
 // The simulated timeline as a Chrome trace of one device.
 nlohmann::json simulated_timeline(const SimulationResult& result, const std::string& label);

@@ -1,18 +1,21 @@
-// Calibration: compute stages timed on the real model, memory bandwidth from a streaming add,
-// and per level a latency-bandwidth fit of a ring all-gather, t = (f-1) a + bytes / b, from two
-// piece sizes, the same form the cost model prices.
+// Calibration: compute stages timed on the real model, memory bandwidth from a streaming add, the
+// interference of collectives with compute, and per level a sweep of call sizes (the curve the cost
+// model interpolates) with a latency-bandwidth fit of its ends, t = (f-1) a + bytes / b.
 #include "train/calibration.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <thread>
+#include <array>
+#include <cmath>
 
+#include "comm/comm_thread.hpp"
 #include "core/aligned_buffer.hpp"
 #include "core/error.hpp"
 #include "core/median.hpp"
 #include "core/stopwatch.hpp"
+#include "core/threads.hpp"
 #include "model/gpt.hpp"
 #include "model/init.hpp"
 #include "engine/sharded_engine.hpp"
@@ -50,47 +53,125 @@ std::vector<StageMeasurement> stage_flops(const GptConfig& config, int batch, in
   return stages;
 }
 
+// The model's stages on random weights, timed pass by pass: forward, then backward in reverse.
+class StageBench {
+ public:
+  StageBench(const GptConfig& config, int batch, int seq_len)
+      : config_(config), gpt_(config, batch, seq_len), params_(gpt_.layout()), grads_(gpt_.layout()),
+        tokens_(gpt_.tokens_per_batch()), targets_(gpt_.tokens_per_batch()) {
+    const ModelLayout& layout = gpt_.layout();
+    for (std::size_t u = 0; u < layout.unit_count(); ++u) init_unit(layout, u, 1, params_.unit(u));
+    grads_.fill_zero();
+    for (std::size_t i = 0; i < tokens_.size(); ++i) {
+      tokens_[i] = static_cast<std::int32_t>((i * 7919) % static_cast<std::size_t>(config.vocab_size));
+      targets_[i] = static_cast<std::int32_t>((i * 104729 + 1) % static_cast<std::size_t>(config.vocab_size));
+    }
+  }
+
+  // One pass; seconds of block forward and backward (per block) and of the head's two.
+  std::array<double, 4> pass() {
+    const ModelLayout& layout = gpt_.layout();
+    const std::size_t emb = ModelLayout::kEmbeddingUnit, fin = layout.final_norm_unit();
+    gpt_.embedding_forward(params_.unit(emb), tokens_);
+    Stopwatch w;
+    for (int l = 0; l < config_.n_layer; ++l) gpt_.block_forward(l, params_.unit(layout.block_unit(l)));
+    const double block_fwd = w.seconds() / config_.n_layer;
+    w.restart();
+    gpt_.head_forward(params_.unit(fin), params_.unit(emb), targets_);
+    const double head_fwd = w.seconds();
+    w.restart();
+    gpt_.head_backward(params_.unit(fin), params_.unit(emb), grads_.unit(fin), grads_.unit(emb), 1.0f);
+    const double head_bwd = w.seconds();
+    w.restart();
+    for (int l = config_.n_layer - 1; l >= 0; --l) {
+      gpt_.block_backward(l, params_.unit(layout.block_unit(l)), grads_.unit(layout.block_unit(l)));
+    }
+    const double block_bwd = w.seconds() / config_.n_layer;
+    gpt_.embedding_backward(grads_.unit(emb));
+    return {block_fwd, block_bwd, head_fwd, head_bwd};
+  }
+
+  // The whole pass's seconds.
+  double timed_pass() {
+    Stopwatch w;
+    pass();
+    return w.seconds();
+  }
+
+ private:
+  GptConfig config_;
+  Gpt gpt_;
+  UnitBuffers params_, grads_;
+  std::vector<std::int32_t> tokens_, targets_;
+};
+
+// The median of a sample and its interquartile range over the median, each averaged over ranks.
+TimedFigure timed_figure(Communicator& comm, std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  const double mid = median(samples);
+  const auto at = [&](double q) { return samples[static_cast<std::size_t>(q * static_cast<double>(samples.size() - 1))]; };
+  const double spread = mid > 0.0 ? (at(0.75) - at(0.25)) / mid : 0.0;
+  return {mean_over_ranks(comm, mid), mean_over_ranks(comm, spread)};
+}
+
 // Every rank times the stages at once, in step order (forward, then backward in reverse), so a
 // shared host's cores are as contended as in a step.
 void time_stages(Communicator& comm, const CalibrationSettings& s, const GptConfig& config, int seq_len,
                  std::vector<StageMeasurement>& stages) {
-  Gpt gpt(config, s.batch, seq_len);
-  const ModelLayout& layout = gpt.layout();
-  UnitBuffers params(layout), grads(layout);
-  for (std::size_t u = 0; u < layout.unit_count(); ++u) init_unit(layout, u, 1, params.unit(u));
-  grads.fill_zero();
-  std::vector<std::int32_t> tokens(gpt.tokens_per_batch()), targets(gpt.tokens_per_batch());
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    tokens[i] = static_cast<std::int32_t>((i * 7919) % static_cast<std::size_t>(config.vocab_size));
-    targets[i] = static_cast<std::int32_t>((i * 104729 + 1) % static_cast<std::size_t>(config.vocab_size));
-  }
-  const std::size_t emb = ModelLayout::kEmbeddingUnit, fin = layout.final_norm_unit();
+  StageBench bench(config, s.batch, seq_len);
   std::vector<std::vector<double>> samples(stages.size());
   for (int r = 0; r < s.repeats + 1; ++r) {  // the first pass warms caches and pages
     comm.barrier();
-    gpt.embedding_forward(params.unit(emb), tokens);
-    Stopwatch w;
-    for (int l = 0; l < config.n_layer; ++l) gpt.block_forward(l, params.unit(layout.block_unit(l)));
-    const double block_fwd = w.seconds() / config.n_layer;
-    w.restart();
-    gpt.head_forward(params.unit(fin), params.unit(emb), targets);
-    const double head_fwd = w.seconds();
-    w.restart();
-    gpt.head_backward(params.unit(fin), params.unit(emb), grads.unit(fin), grads.unit(emb), 1.0f);
-    const double head_bwd = w.seconds();
-    w.restart();
-    for (int l = config.n_layer - 1; l >= 0; --l) {
-      gpt.block_backward(l, params.unit(layout.block_unit(l)), grads.unit(layout.block_unit(l)));
-    }
-    const double block_bwd = w.seconds() / config.n_layer;
-    gpt.embedding_backward(grads.unit(emb));
+    const std::array<double, 4> t = bench.pass();
     if (r == 0) continue;
-    samples[0].push_back(block_fwd);
-    samples[1].push_back(block_bwd);
-    samples[2].push_back(head_fwd);
-    samples[3].push_back(head_bwd);
+    for (std::size_t i = 0; i < stages.size(); ++i) samples[i].push_back(t[i]);
   }
   for (std::size_t i = 0; i < stages.size(); ++i) stages[i].seconds = mean_over_ranks(comm, median(samples[i]));
+}
+
+// How much slower compute runs while collectives run beside it on a communication thread, as the
+// engine overlaps them: the same passes of the model timed alone, then while the thread runs
+// all-gathers of a unit's piece at the outermost level (the one a step overlaps most), enough of
+// them to outlast the pass. Leaves the figures at zero with one rank or no thread support.
+void time_interference(Communicator& comm, const CalibrationSettings& s, const GptConfig& config, int seq_len,
+                       std::size_t unit_bytes, Calibration& out) {
+  const Topology& t = comm.topology();
+  int level = -1;
+  for (int l = 0; l < t.level_count(); ++l) level = t.level(l).fanout > 1 ? l : level;
+  if (level < 0 || !comm.allows_comm_thread()) return;
+  const auto f = static_cast<std::size_t>(t.level(level).fanout);
+  const std::size_t floats = std::max<std::size_t>(1024, unit_bytes / f / sizeof(float));
+  std::vector<float> gathered(floats * f, 1.0f);
+  StageBench bench(config, s.batch, seq_len);
+  const int repeats = std::max(5, s.repeats);
+  std::vector<double> alone, gather;
+  for (int r = 0; r < repeats + 1; ++r) {
+    comm.barrier();
+    const double pass = bench.timed_pass();
+    comm.barrier();
+    Stopwatch w;
+    comm.all_gather(gathered.data(), floats * sizeof(float), DType::kU8, level);
+    const double g = w.seconds();
+    if (r > 0) alone.push_back(pass), gather.push_back(g);
+  }
+  out.compute_alone = timed_figure(comm, alone);
+  // The same count on every rank: the largest any rank needs to cover 1.5 of its passes.
+  double calls = std::ceil(1.5 * median(alone) / std::max(1e-7, median(gather)));
+  comm.all_reduce_control(&calls, 1, 0, t.level_count() - 1, ControlOp::kMax);
+  const int n = static_cast<int>(std::clamp(calls, 1.0, 10000.0));
+  CommThread::Options threading;
+  CommThread thread(threading);
+  std::vector<double> beside;
+  for (int r = 0; r < repeats; ++r) {
+    comm.barrier();
+    auto running = thread.post("calibration all-gathers", [&] {
+      for (int i = 0; i < n; ++i) comm.all_gather(gathered.data(), floats * sizeof(float), DType::kU8, level);
+    });
+    beside.push_back(bench.timed_pass());
+    running->wait();
+  }
+  out.compute_beside_collectives = timed_figure(comm, beside);
+  out.interference_level = t.level(level).name;
 }
 
 // A streaming add over buffers far larger than the caches: 12 bytes moved per element.
@@ -150,8 +231,13 @@ void fit_efficiency(Communicator& comm, const CalibrationSettings& s, const GptC
   o.weight_dtype = o.grad_dtype = DType::kF32;
   o.grad_accum = accum;
   ShardedEngine engine(config, s.batch, seq_len, 1, comm, o);
-  out.reference_measured_seconds =
-      mean_over_ranks(comm, median_step_seconds(engine, comm, config.vocab_size, s.batch, seq_len, accum, s.repeats, 1));
+  // The one figure every prediction scales with: enough steps that its median holds still.
+  out.reference_steps = std::max(20, 4 * s.repeats);
+  const std::vector<double> steps =
+      step_seconds(engine, comm, config.vocab_size, s.batch, seq_len, accum, out.reference_steps, 3);
+  const TimedFigure reference = timed_figure(comm, steps);
+  out.reference_measured_seconds = reference.median;
+  out.reference_spread = reference.spread;
   SimulationInputs in;
   static_cast<StepOptions&>(in) = o;  // the reference run's own step settings
   in.model = config;
@@ -186,7 +272,7 @@ Calibration calibrate(Communicator& comm, const CalibrationSettings& s) {
                  "--seq-len must be between 1 and the model's context length {} (got {})", config.context_length, seq_len);
   Calibration out;
   out.ranks_on_host = std::max(1, s.ranks_on_host);
-  out.hardware_threads = std::max(1u, std::thread::hardware_concurrency());
+  out.hardware_threads = static_cast<unsigned>(host_hardware_threads());
   if (s.device_from.empty()) {
     out.stages = stage_flops(config, s.batch, seq_len);
     time_stages(comm, s, config, seq_len, out.stages);
@@ -215,8 +301,7 @@ Calibration calibrate(Communicator& comm, const CalibrationSettings& s) {
     c.device.memory_bandwidth = memory_bandwidth(comm, s.repeats);
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     c.device.memory_bytes = pages > 0 && page > 0 ? static_cast<double>(pages) * page / out.ranks_on_host : 0.0;
-    // A communication thread overlaps compute only with a hardware thread of its own to run on.
-    c.device.overlaps_communication = out.hardware_threads >= 2u * static_cast<unsigned>(out.ranks_on_host);
+    c.device.overlaps_communication = spare_core_for_communication(thread_count(), out.ranks_on_host);
   }
   std::size_t largest_unit_bytes = 0;
   const ModelLayout layout(config);  // named: a range over a temporary's member would dangle
@@ -230,23 +315,38 @@ Calibration calibrate(Communicator& comm, const CalibrationSettings& s) {
     link.name = level.name;
     link.fanout = l + 1 == t.level_count() ? 0 : level.fanout;
     if (level.fanout > 1) {
-      m.small_seconds = time_level(comm, l, s.small_piece_bytes, s.repeats);
-      // The pieces a unit's collective moves at this level, so caches hold what they hold in a step.
+      // Pieces from the smallest up to what a unit's collective moves at this level (so caches hold
+      // what they hold in a step), four times larger at each point: the curve the cost model reads.
       const std::size_t piece = std::max(s.large_piece_bytes, largest_unit_bytes / static_cast<std::size_t>(level.fanout));
-      m.large_seconds = time_level(comm, l, piece, s.repeats);
       const double f1 = level.fanout - 1;
+      for (std::size_t p = s.small_piece_bytes;; p = std::min(piece, p * 4)) {
+        const double seconds = time_level(comm, l, p, s.repeats);
+        // A larger call never takes less time: a dip is noise, and the file refuses it.
+        const double kept = m.curve.empty() ? seconds : std::max(seconds, m.curve.back().seconds);
+        m.curve.push_back({f1 * static_cast<double>(p), kept});
+        if (p == piece) break;
+      }
+      m.small_seconds = m.curve.front().seconds;
+      m.large_seconds = m.curve.back().seconds;
       const double extra = f1 * static_cast<double>(piece - s.small_piece_bytes);
       m.bandwidth = extra / std::max(1e-9, m.large_seconds - m.small_seconds);
       m.latency = std::max(0.0, (m.small_seconds - f1 * static_cast<double>(s.small_piece_bytes) / m.bandwidth) / f1);
       link.link_bandwidth = m.bandwidth;
       link.latency = m.latency;
+      link.curve = m.curve;
     } else {
       link.link_bandwidth = 1e12;  // a level of one rank moves nothing
     }
     out.levels.push_back(m);
     c.levels.push_back(link);
   }
-  if (s.device_from.empty()) fit_efficiency(comm, s, config, seq_len, out);
+  if (s.device_from.empty()) {
+    time_interference(comm, s, config, seq_len, largest_unit_bytes, out);
+    if (out.compute_alone.median > 0.0) {
+      c.device.interference = std::max(0.0, out.compute_beside_collectives.median / out.compute_alone.median - 1.0);
+    }
+    fit_efficiency(comm, s, config, seq_len, out);
+  }
   return out;
 }
 

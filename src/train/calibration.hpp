@@ -1,6 +1,7 @@
 // `strata calibrate`'s measurements: every rank at once (so a shared host's contention is in the
-// figures) times the model's compute stages, a streaming add, and an all-gather and a reduce-scatter at each level of the declared topology
-// at two sizes; the result is a cluster model the simulator reads.
+// figures) times the model's compute stages, a streaming add, the slowdown of compute while a
+// collective runs beside it, and an all-gather and a reduce-scatter at each level of the declared
+// topology over a sweep of sizes; the result is a cluster model the simulator reads.
 #pragma once
 
 #include <string>
@@ -28,9 +29,17 @@ struct CalibrationSettings {
 struct LevelMeasurement {
   std::string name;
   int fanout = 1;
-  double small_seconds = 0.0, large_seconds = 0.0;  // medians of one all-gather
+  double small_seconds = 0.0, large_seconds = 0.0;  // medians of one call, the sweep's ends
   double bandwidth = 0.0;                           // bytes/s per rank
   double latency = 0.0;                             // seconds per message
+  TransferCurve curve;                              // the sweep: bytes one rank sends per call, seconds
+};
+
+// A figure timed repeatedly: the median, and the spread of the samples around it (the interquartile
+// range over the median), which says how far a second calibration could land.
+struct TimedFigure {
+  double median = 0.0;
+  double spread = 0.0;
 };
 
 struct StageMeasurement {
@@ -43,10 +52,18 @@ struct Calibration {
   ClusterModel cluster;
   std::vector<StageMeasurement> stages;
   std::vector<LevelMeasurement> levels;
-  // The reference run the efficiency is fitted on (plan ddp): its measured median step, and what
-  // the micro-benchmarked figures alone (efficiency 1) simulated for it.
+  // The reference run the efficiency is fitted on (plan ddp): its measured median step (and the
+  // spread of its steps), and what the micro-benchmarked figures alone (efficiency 1) simulated.
   double reference_measured_seconds = 0.0;
+  double reference_spread = 0.0;
+  int reference_steps = 0;
   double reference_simulated_seconds = 0.0;
+  // Compute timed alone and with collectives running on a communication thread beside it (the
+  // level they ran at); their ratio less one is the device's interference. Unmeasured with one rank.
+  TimedFigure compute_alone, compute_beside_collectives;
+  std::string interference_level;
+  // Spreads above this are worth a warning: a second calibration may land that far off.
+  static constexpr double kWideSpread = 0.10;
   std::string device_source;  // non-empty: the device came from this file, nothing was fitted
   int ranks_on_host = 1;
   unsigned hardware_threads = 1;

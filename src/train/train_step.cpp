@@ -34,8 +34,8 @@ StepOutcome train_step(TrainingEngine& engine, const StepRecipe& recipe, int ste
   return outcome;
 }
 
-double median_step_seconds(TrainingEngine& engine, Communicator& comm, int vocab, int batch, int seq_len, int grad_accum,
-                           int steps, int warmup) {
+std::vector<double> step_seconds(TrainingEngine& engine, Communicator& comm, int vocab, int batch, int seq_len,
+                                 int grad_accum, int steps, int warmup) {
   const std::size_t n = static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq_len);
   std::vector<std::int32_t> in(n), tgt(n);
   Rng rng(static_cast<std::uint64_t>(comm.rank()) + 1);
@@ -52,7 +52,12 @@ double median_step_seconds(TrainingEngine& engine, Communicator& comm, int vocab
     comm.barrier();
     if (step >= warmup) seconds.push_back(watch.seconds());
   }
-  return median(seconds);
+  return seconds;
+}
+
+double median_step_seconds(TrainingEngine& engine, Communicator& comm, int vocab, int batch, int seq_len, int grad_accum,
+                           int steps, int warmup) {
+  return median(step_seconds(engine, comm, vocab, batch, seq_len, grad_accum, steps, warmup));
 }
 
 }  // namespace strata

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <vector>
 
 #include "optim/lr_schedule.hpp"
 #include "engine/training_engine.hpp"
@@ -42,8 +43,11 @@ StepOutcome train_step(TrainingEngine& engine, const StepRecipe& recipe, int ste
 
 class Communicator;
 // Trains warmup + steps steps on random tokens (seeded by rank), a barrier around each so the
-// slowest rank's time is what counts, and returns the median seconds of the measured steps on
-// this rank. Collective. What benchmarks and calibration time a step with.
+// slowest rank's time is what counts, and returns the seconds of each measured step on this rank.
+// Collective. What benchmarks and calibration time a step with.
+std::vector<double> step_seconds(TrainingEngine& engine, Communicator& comm, int vocab, int batch, int seq_len,
+                                 int grad_accum, int steps, int warmup);
+// Their median.
 double median_step_seconds(TrainingEngine& engine, Communicator& comm, int vocab, int batch, int seq_len, int grad_accum,
                            int steps, int warmup);
 

@@ -63,6 +63,7 @@ struct RunSettings {
   int prefetch = 1;
   std::uint64_t shuffle_seed = 0;  // 0: the schedule's list order
   bool overlap = true;
+  bool tune_overlap = false;
   int inject_delay_us = 0;
   std::uint64_t max_live_bytes = 0;
   bool boundary_overlap = true;
@@ -134,6 +135,7 @@ ShardedEngineOptions options_for(const std::string& plan, const Topology& t, DTy
   o.prefetch = s.prefetch;
   o.shuffle_seed = s.shuffle_seed;
   o.overlap = s.overlap;
+  o.tune_overlap = s.tune_overlap;
   o.inject_delay_us = s.inject_delay_us;
   o.max_live_bytes = s.max_live_bytes;
   o.boundary_overlap = s.boundary_overlap;
@@ -286,6 +288,35 @@ TEST(World8, OverlapOnAndOffGiveTheSameBitsForEveryPreset) {
   }
 }
 
+// --overlap auto switches between the communication thread and inline during its trial steps,
+// with collectives of the boundary still in flight at each switch: the bits are those of a run
+// with overlap off, and after the trial the engine says what it decided.
+TEST(World8, OverlapAutoSwitchesModesWithoutChangingTheBits) {
+  ASSERT_EQ(world_size(), 8);
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  for (const std::string plan : {"zero1", "zero3", "hier3,quant_weights=int8,quant_grads=int4"}) {
+    std::vector<RunResult> runs;
+    for (bool tune : {false, true}) {
+      RunSettings s;
+      s.steps = OverlapTuner::kWarmupSteps + OverlapTuner::kTrialSteps + 2;
+      s.overlap = tune;
+      s.tune_overlap = tune;
+      MpiCommunicator comm(t);
+      ShardedEngine engine(GptConfig::preset("tiny"), s.batch_per_rank, s.seq_len, s.seed, comm,
+                           options_for(plan, t, DType::kF32, s));
+      runs.push_back(run_sharded(engine, s));
+      if (tune) {
+        EXPECT_EQ(engine.overlap_mode().rfind("auto: ", 0), 0u) << plan << ": " << engine.overlap_mode();
+      } else {
+        EXPECT_EQ(engine.overlap_mode(), "off");
+      }
+    }
+    EXPECT_EQ(runs[0].losses, runs[1].losses) << plan;
+    EXPECT_EQ(runs[0].norms, runs[1].norms) << plan;
+    EXPECT_EQ(runs[0].weights, runs[1].weights) << plan;
+  }
+}
+
 // Overlapping the step boundary (each unit's replica reduction started in the last backward,
 // its updated weights gathered under the next forward) changes when collectives run, never what
 // they compute: every preset and two quantized plans give the same bits (fp32) with it off, on in
@@ -353,10 +384,13 @@ TEST(World8, BucketedAndWholeUnitCollectivesGiveTheSameBits) {
     s.steps = 3;
     const std::string unquantized = ShardPlan::parse(plan, t).quant_grads != QuantBits::kNone ? ",quant_grads=none" : "";
     const RunResult whole = run_plan(plan + unquantized, t, DType::kF32, s);
-    const RunResult buckets = run_plan(plan + unquantized + ",bucket_bytes=4096", t, DType::kF32, s);
-    EXPECT_EQ(whole.losses, buckets.losses) << plan;
-    EXPECT_EQ(whole.norms, buckets.norms) << plan;
-    EXPECT_EQ(whole.weights, buckets.weights) << plan;
+    // Gathers and reductions in buckets of one size, and of two (as DeepSpeed's defaults are).
+    for (const char* sizes : {",bucket_bytes=4096", ",gather_bucket_bytes=4096,reduce_bucket_bytes=12288"}) {
+      const RunResult buckets = run_plan(plan + unquantized + sizes, t, DType::kF32, s);
+      EXPECT_EQ(whole.losses, buckets.losses) << plan << sizes;
+      EXPECT_EQ(whole.norms, buckets.norms) << plan << sizes;
+      EXPECT_EQ(whole.weights, buckets.weights) << plan << sizes;
+    }
   }
 }
 

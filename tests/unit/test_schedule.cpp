@@ -54,6 +54,7 @@ std::vector<std::string> plans_for(const Topology& t) {
   plans.push_back("zeropp,bucket_bytes=4096");  // bucketed gathers from the hpZ copy
   plans.push_back("hier3,quant_weights=int8,quant_grads=int4,bucket_bytes=8192");
   plans.push_back("ddp,collectives=flat,bucket_bytes=4096");
+  plans.push_back("zero3,collectives=flat,gather_bucket_bytes=4096,reduce_bucket_bytes=16384");
   return plans;
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "model/gpt.hpp"
+#include "sim/engine_profile.hpp"
 #include "sim/planner.hpp"
 #include "sim/simulator.hpp"
 #include "support/error_text.hpp"
@@ -29,6 +30,8 @@ DeviceModel device(double flops = 1e12, double memory_bandwidth = 1e11) {
   d.memory_bandwidth = memory_bandwidth;
   return d;
 }
+
+void expect_close_rel(double got, double want) { EXPECT_NEAR(got, want, 1e-12 * std::abs(want)) << want; }
 
 CollectiveSpec spec(CollectiveKind kind, int first, int last, std::size_t elements) {
   CollectiveSpec c;
@@ -72,6 +75,64 @@ TEST(CostModel, ControlSumsCostRecursiveDoublingLatencyOnly) {
   EXPECT_DOUBLE_EQ(cost.collective_seconds(c), 2 * 1 * 1e-6 + 2 * 2 * 10e-6);
 }
 
+// A flat collective is one ring over every rank it covers: p - 1 steps, each a piece of the buffer
+// on the slowest level the ring crosses (a per-rank share of that link), whatever the levels' order.
+TEST(CostModel, AFlatRingPaysEveryStepAtTheSlowestLevelItCrosses) {
+  const Topology t = Topology::parse("a:2@100GB/s~1us,b:4@10GB/s~10us", 8);
+  const CostModel cost(t, device());
+  const std::size_t n = 8 * 4096;
+  CollectiveSpec c = spec(CollectiveKind::kAllGather, 0, 1, n);
+  c.flat = true;
+  const double piece = n / 8.0 * 4;
+  const double step = 10e-6 + piece / 10e9;  // level b's step is the slower of the two
+  expect_close_rel(cost.collective_seconds(c), 7 * step);
+  c.kind = CollectiveKind::kAllReduce;  // a reduce-scatter ring then an all-gather ring
+  expect_close_rel(cost.collective_seconds(c), 2 * 7 * step);
+  // Level by level the slow level moves only its own share: far cheaper at this size.
+  c.kind = CollectiveKind::kAllGather;
+  c.flat = false;
+  EXPECT_LT(cost.collective_seconds(c), 0.6 * 7 * step);
+  // Over one level, flat and level-by-level are the same ring.
+  CollectiveSpec one = spec(CollectiveKind::kAllGather, 1, 1, n);
+  const double by_level = cost.collective_seconds(one);
+  one.flat = true;
+  expect_close_rel(cost.collective_seconds(one), by_level);
+}
+
+// A measured curve replaces latency + bytes / bandwidth: exact at its points, linear between
+// them, the first point's time below it, the last segment's rate beyond it; per call, so a
+// collective cut into buckets pays each call's size on the curve.
+TEST(CostModel, AMeasuredCurveIsInterpolatedPerCall) {
+  const Topology t = Topology::parse("a:2@1GB/s~1us", 2);
+  const TransferCurve curve = {{64, 2e-6}, {4096, 6e-6}, {65536, 30e-6}};
+  const CostModel cost(t, device(), {curve});
+  expect_close_rel(cost.level_seconds(0, 4096, 1), 6e-6);
+  expect_close_rel(cost.level_seconds(0, 2080, 1), 4e-6);       // halfway between 64 and 4096
+  expect_close_rel(cost.level_seconds(0, 8, 1), 2e-6);          // below the curve: its first time
+  expect_close_rel(cost.level_seconds(0, 2 * 65536, 1), 30e-6 + 65536 / ((65536.0 - 4096) / 24e-6));
+  expect_close_rel(cost.level_seconds(0, 4 * 4096, 4), 4 * 6e-6);  // four calls of 4096 bytes
+  // Without a curve, the same call is latency + bytes / bandwidth.
+  const CostModel plain(t, device());
+  expect_close_rel(plain.level_seconds(0, 4096, 1), 1e-6 + 4096 / 1e9);
+  EXPECT_THROW_WITH(CostModel(t, device(), {curve, curve}), "2 transfer curves for the 1 levels");
+}
+
+// Buckets: the same bytes in more calls, so only the latency grows, by one ring per extra call.
+TEST(CostModel, BucketsPayOneRingOfLatencyPerCall) {
+  const Topology t = Topology::parse("world:8@10GB/s~5us", 8);
+  const CostModel cost(t, device());
+  const std::size_t n = 8 * 1024 * 64;
+  const double whole = cost.collective_seconds(spec(CollectiveKind::kAllGather, 0, 0, n));
+  double bucketed = 0.0;
+  for (int b = 0; b < 4; ++b) {
+    CollectiveSpec c = spec(CollectiveKind::kAllGather, 0, 0, n / 4);
+    c.bucket_offset = static_cast<std::size_t>(b) * (n / 32);
+    c.bucket_piece = n / 8;
+    bucketed += cost.collective_seconds(c);
+  }
+  expect_close_rel(bucketed - whole, 3 * 7 * 5e-6);
+}
+
 TEST(ClusterModel, RanksSharingALinkEachGetTheirShare) {
   const ClusterModel frontier = ClusterModel::preset("frontier");
   const Topology t = frontier.topology(4);
@@ -102,7 +163,30 @@ TEST(ClusterModel, PresetsRoundTripThroughTheirToml) {
     }
     EXPECT_NEAR(back.device.peak_flops, c.device.peak_flops, 1e-5 * c.device.peak_flops) << name;
     EXPECT_EQ(back.device.overlaps_communication, c.device.overlaps_communication) << name;
+    EXPECT_NEAR(back.device.interference, c.device.interference, 1e-6) << name;
   }
+}
+
+// What calibrate writes (an interference and a measured curve per level) reads back as written,
+// and a curve that is not ascending is refused naming the point.
+TEST(ClusterModel, ACalibratedFileWithCurvesRoundTrips) {
+  ClusterModel c = ClusterModel::preset("cpu");
+  c.device.interference = 0.3125;
+  c.levels[0].curve = {{64, 1.5e-6}, {256, 2.25e-6}, {1048576, 3.125e-4}};
+  c.levels[1].curve = {{64, 2e-6}, {65536, 4e-5}};
+  const ClusterModel back = ClusterModel::from_toml(c.to_toml(), "round trip");
+  EXPECT_EQ(back.device.interference, 0.3125);
+  EXPECT_EQ(back.levels[0].curve, c.levels[0].curve);
+  EXPECT_EQ(back.levels[1].curve, c.levels[1].curve);
+  EXPECT_EQ(back.curves().size(), 2u);
+  EXPECT_THROW_WITH(ClusterModel::from_toml("base = \"cpu\"\n[level.core]\ncurve = [[64, 1e-6], [32, 2e-6]]\n", "f"),
+                    "'level.core.curve[1]' must have more bytes than the point before it");
+  EXPECT_THROW_WITH(ClusterModel::from_toml("base = \"cpu\"\n[level.core]\ncurve = [[64, 1e-6], [128, 0.5e-6]]\n", "f"),
+                    "'level.core.curve[1]' must not take less time");
+  EXPECT_THROW_WITH(ClusterModel::from_toml("base = \"cpu\"\n[level.core]\ncurve = [[64]]\n", "f"),
+                    "'level.core.curve[0]' must be a [bytes, seconds] pair");
+  EXPECT_THROW_WITH(ClusterModel::from_toml("base = \"cpu\"\n[device]\ninterference = -0.1\n", "f"),
+                    "'device.interference' must be at least 0");
 }
 
 TEST(ClusterModel, BadFilesAreRefusedNamingTheKey) {
@@ -200,6 +284,32 @@ TEST(Simulator, AGatherLongerThanTheComputeIsExposedByTheDifference) {
   EXPECT_NEAR(r.exposed_seconds, gather - stage, 1e-15);
 }
 
+// Compute beside a collective in flight runs 1 + interference times longer for as long as the
+// collective runs, at full speed after it; inline (no overlap) nothing runs beside it.
+TEST(Simulator, ComputeBesideACollectiveIsSlowedByTheInterference) {
+  const Topology t = Topology::parse("world:4@1GB/s~1us", 4);
+  DeviceModel d = device(1e12);
+  d.interference = 0.25;
+  const CostModel cost(t, d);
+  const StepSchedule s = two_stage_schedule(4 * 100000, 1e9);
+  const double gather = cost.collective_seconds(s.ops[0].comm);
+  const double stage = 1e9 / (1e12 * 0.5);
+  ASSERT_LT(gather * 1.25, stage);
+  // The first stage computes at 1/1.25 of its speed while the gather runs, then at full speed.
+  const SimulationResult r = replay_schedule(s, tiny_inputs(true), cost);
+  expect_close(r.step_seconds, (gather + (stage - gather / 1.25)) + stage);
+  expect_close(r.exposed_seconds, 0.0);
+  // A collective longer than the stage slows all of it.
+  const StepSchedule longer = two_stage_schedule(4 * 10000000, 1e9);
+  const double g2 = cost.collective_seconds(longer.ops[0].comm);
+  ASSERT_GT(g2, 1.25 * stage);
+  const SimulationResult r2 = replay_schedule(longer, tiny_inputs(true), cost);
+  expect_close(r2.step_seconds, g2 + stage);
+  expect_close(r2.exposed_seconds, g2 - 1.25 * stage);
+  // Inline, nothing overlaps: no slowdown.
+  expect_close(replay_schedule(s, tiny_inputs(false), cost).step_seconds, gather + 2 * stage);
+}
+
 TEST(Simulator, StepsComputeFlopsAndMemoryAgreeWithTheModel) {
   const ClusterModel c = ClusterModel::preset("dgx-h100");
   const Topology t = c.topology(2);
@@ -230,6 +340,43 @@ TEST(Simulator, ActivationBytesInClosedFormEqualWhatTheModelAllocates) {
     const Gpt gpt(c, batch, seq);
     EXPECT_EQ(Gpt::activation_bytes(c, batch, seq).total(c.n_layer), gpt.allocated_activation_bytes()) << name;
   }
+}
+
+// The DeepSpeed profile issues the same plan as DeepSpeed ZeRO does with its documented defaults:
+// flat calls, gathers in 5e7-element prefetch buckets under ZeRO-3 (5e8 otherwise), reductions in
+// 5e8-element buckets, one unit prefetched, no boundary overlap, overlap_comm only under ZeRO-3.
+// The strata profile changes nothing.
+TEST(EngineProfile, DeepSpeedRunsThePlanFlatInItsDefaultBucketsWithoutBoundaryOverlap) {
+  const ClusterModel c = ClusterModel::preset("frontier");
+  const Topology t = c.topology(2);
+  SimulationInputs in;
+  in.model = GptConfig::preset("gpt-1.3b");
+  in.seq_len = 512;
+  in.prefetch = 3;
+  in.plan = ShardPlan::preset("zero3", t);
+  const SimulationInputs same = with_engine_profile("strata", in);
+  EXPECT_EQ(same.plan.spec(t), in.plan.spec(t));
+  EXPECT_EQ(same.prefetch, 3);
+  EXPECT_TRUE(same.boundary_overlap);
+  const SimulationInputs ds = with_engine_profile("deepspeed", in);
+  EXPECT_EQ(ds.plan.collectives, CollectiveAlgorithm::kFlat);
+  EXPECT_EQ(ds.plan.gather_bucket_bytes, 5e7 * 2);  // bf16 working weights
+  EXPECT_EQ(ds.plan.reduce_bucket_bytes, 5e8 * 2);
+  EXPECT_EQ(ds.prefetch, 1);
+  EXPECT_FALSE(ds.boundary_overlap);
+  EXPECT_TRUE(ds.overlap);
+  in.plan = ShardPlan::preset("zero2", t);
+  const SimulationInputs ds2 = with_engine_profile("deepspeed", in);
+  EXPECT_EQ(ds2.plan.gather_bucket_bytes, 5e8 * 2);
+  EXPECT_FALSE(ds2.overlap);  // overlap_comm defaults to false below ZeRO-3
+  EXPECT_THROW_WITH(with_engine_profile("megatron", in), "unknown engine profile 'megatron' (known: strata, deepspeed)");
+  // A 1.3B block (about 1.6e8 elements) gathers in four prefetch buckets: the flat calls the
+  // simulator prices are those buckets.
+  in.plan = ShardPlan::preset("zero3", t);
+  const SimulationResult strata = simulate(in, t, c.device);
+  const SimulationResult deepspeed = simulate(with_engine_profile("deepspeed", in), t, c.device);
+  EXPECT_GT(deepspeed.ops, strata.ops);
+  EXPECT_EQ(deepspeed.model_flops, strata.model_flops);
 }
 
 TEST(Planner, EveryPlanItEmitsIsValidDistinctAndParsesBack) {

@@ -175,6 +175,30 @@ TEST(ShardPlanTest, RefusesBadQuantizationNamingTheRule) {
   refuses("zeropp,quant_weights_block=128,quant_block=64", "quant_block sets both block sizes");
   refuses("zeropp,quant_grads_block=30000000", "must be even and between");
   refuses("zeropp,quant_grads=int8,quant_grads=int4", "given twice");
+  refuses("zero3,bucket_bytes=100", "below the 4096 a bucket must hold");
+  refuses("zero3,bucket_bytes=8192,reduce_bucket_bytes=4096", "bucket_bytes sets both bucket sizes");
+  refuses("zero3,gather_bucket_bytes=8192,bucket_bytes=4096", "bucket_bytes sets both bucket sizes");
+  refuses("zero3,collectives=ring", "must be hierarchical or flat");
+}
+
+// Gathers and reductions each have a bucket size (DeepSpeed's prefetch and reduce buckets);
+// bucket_bytes sets both, and a plan's text form gives back the same sizes.
+TEST(ShardPlanTest, BucketSizesParseAndRoundTrip) {
+  const Topology f = resolve_topology("frontier", 16);
+  const ShardPlan both = ShardPlan::parse("zero3,bucket_bytes=8192", f);
+  EXPECT_EQ(both.gather_bucket_bytes, 8192u);
+  EXPECT_EQ(both.reduce_bucket_bytes, 8192u);
+  const ShardPlan apart = ShardPlan::parse("zero3,gather_bucket_bytes=8192,reduce_bucket_bytes=65536,collectives=flat", f);
+  EXPECT_EQ(apart.gather_bucket_bytes, 8192u);
+  EXPECT_EQ(apart.reduce_bucket_bytes, 65536u);
+  for (const ShardPlan& p : {both, apart}) {
+    const ShardPlan back = ShardPlan::parse(p.spec(f), f);
+    EXPECT_EQ(back.gather_bucket_bytes, p.gather_bucket_bytes) << p.spec(f);
+    EXPECT_EQ(back.reduce_bucket_bytes, p.reduce_bucket_bytes) << p.spec(f);
+    EXPECT_EQ(back.collectives, p.collectives) << p.spec(f);
+  }
+  EXPECT_NE(apart.describe(f).find("gather buckets of 8192 bytes reduction buckets of 65536 bytes"), std::string::npos)
+      << apart.describe(f);
 }
 
 // Quantized collectives move one blob per piece: codes plus a 4-byte scale per started block.
