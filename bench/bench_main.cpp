@@ -137,7 +137,11 @@ int main(int argc, char** argv) {
   plans->add_option("--seq-len", plan_settings.seq_len, "tokens per sequence")->capture_default_str();
   plans->add_option("--grad-accum", plan_settings.grad_accum, "micro-batches per step")->capture_default_str();
   plans->add_option("--steps", plan_settings.steps, "measured steps per plan")->capture_default_str();
-  plans->add_option("--overlap", plan_settings.overlap, "1: collectives on the communication thread; 0: inline")
+  plans->add_option("--overlap", plan_settings.overlap,
+                    "off (0): inline; on (1): the communication thread forced; auto: as strata train resolves it")
+      ->capture_default_str()->check(CLI::IsMember({"off", "on", "auto", "0", "1"}));
+  plans->add_option("--boundary-overlap", plan_settings.boundary_overlap,
+                    "1: the step boundary's collectives overlap the last backward and the next forward; 0: at the boundary")
       ->capture_default_str();
   plans->add_option("--cluster", plan_settings.cluster, "also replay each plan's schedule on this cluster file or preset");
 

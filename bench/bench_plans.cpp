@@ -17,6 +17,8 @@
 #include "engine/plan_report.hpp"
 #include "engine/sharded_engine.hpp"
 #include "sim/simulator.hpp"
+#include "core/threads.hpp"
+#include "train/engine_setup.hpp"
 
 namespace strata {
 
@@ -59,10 +61,15 @@ void bench_plans(const PlanBenchSettings& s) {
     options.plan = ShardPlan::parse(name, topology);
     options.weight_dtype = options.grad_dtype = dtype;
     options.grad_accum = s.grad_accum;
-    options.overlap = s.overlap;
+    options.overlap = s.overlap != "off" && s.overlap != "0";
+    options.tune_overlap = s.overlap == "auto";
+    resolve_auto_overlap(options, thread_count(), MpiRuntime::ranks_on_this_host());
+    options.boundary_overlap = s.boundary_overlap;
     ShardedEngine engine(config, s.batch, s.seq_len, 1, comm, options);
-    const double ms = 1e3 * median_step_seconds(engine, comm, config.vocab_size, s.batch, s.seq_len, s.grad_accum, s.steps,
-                                     s.warmup);
+    if (s.warmup > 0) median_step_seconds(engine, comm, config.vocab_size, s.batch, s.seq_len, s.grad_accum, s.warmup, 0);
+    const OverlapStats before = engine.overlap_stats();
+    const double ms = 1e3 * median_step_seconds(engine, comm, config.vocab_size, s.batch, s.seq_len, s.grad_accum, s.steps, 0);
+    const OverlapStats after = engine.overlap_stats();
     nlohmann::json report = plan_report(engine.report_inputs());
     report["bench"] = "plans";
     report["model"] = s.model;
@@ -70,6 +77,10 @@ void bench_plans(const PlanBenchSettings& s) {
     report["seq_len"] = s.seq_len;
     report["median_ms"] = ms;
     report["overlap"] = s.overlap;
+    report["overlap_mode"] = engine.overlap_mode();
+    report["boundary_overlap"] = s.boundary_overlap;
+    // This rank's mean exposed communication per measured step (compute waiting on collectives).
+    report["exposed_ms"] = (after.exposed_s - before.exposed_s) * 1e3 / s.steps;
     if (!s.cluster.empty() && comm.rank() == 0) {
       // The engine's own list, priced on the calibrated cluster of the same shape.
       const ClusterModel cluster = ClusterModel::load(s.cluster);
@@ -81,7 +92,8 @@ void bench_plans(const PlanBenchSettings& s) {
       in.seq_len = s.seq_len;
       in.grad_accum = s.grad_accum;
       in.weight_dtype = in.grad_dtype = dtype;
-      in.overlap = s.overlap;
+      in.overlap = options.overlap;  // as resolved (auto: inline where no core is free)
+      in.boundary_overlap = s.boundary_overlap;
       const CostModel cost(simulated, cluster.device, cluster.curves());
       const SimulationResult r = replay_schedule(engine.schedule(), in, cost);
       report["simulated_ms"] = r.step_seconds * 1e3;

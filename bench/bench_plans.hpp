@@ -22,7 +22,8 @@ struct PlanBenchSettings {
   // A cluster file (strata calibrate) or preset: each plan's own schedule is also replayed on it
   // and the simulated ms/step printed beside the measured one. Empty: no simulation.
   std::string cluster;
-  bool overlap = true;
+  std::string overlap = "auto";  // off, on (the thread forced) or auto (as strata train resolves it)
+  bool boundary_overlap = true;
 };
 
 // Collective: every rank calls it; rank 0 prints.

@@ -40,6 +40,9 @@ void print_calibration(const Calibration& c, const std::string& path) {
     }
     fmt::print("memory bandwidth (streaming add, every rank at once): {:.4g} GB/s per rank\n",
                c.cluster.device.memory_bandwidth / 1e9);
+    fmt::print("compute rate by tokens per micro-batch (a whole pass, against the calibrated shape's):");
+    for (const DeviceModel::RatePoint& p : c.cluster.device.rate_by_tokens) fmt::print(" {:g}: {:.3g};", p.tokens, p.factor);
+    fmt::print("\n");
   } else {
     fmt::print("\ndevice: kept from {} (efficiency {:.4g}, {:.4g} GFLOP/s peak); only the links were measured\n",
                c.device_source, c.cluster.device.efficiency, c.cluster.device.peak_flops / 1e9);
@@ -77,10 +80,18 @@ void print_calibration(const Calibration& c, const std::string& path) {
                  c.compute_alone.median * 1e3, 100 * c.compute_alone.spread, c.compute_beside_collectives.median * 1e3,
                  c.interference_level, 100 * c.compute_beside_collectives.spread, 100 * c.cluster.device.interference);
     }
-    fmt::print("reference run (plan ddp, 2 micro-batches, {} steps): measured {:.4g} ms/step (spread {:.0f}%); the "
-               "stage and link figures alone simulate {:.4g} ms; fitted device efficiency {:.4g}\n",
+    fmt::print("reference runs ({} steps each, 2 micro-batches, inline): ddp measured {:.4g} ms/step (spread {:.0f}%), "
+               "zero3 {:.4g}; the stage and link figures alone simulate {:.4g} and {:.4g} ms; fitted device efficiency "
+               "{:.4g}, collective efficiency {:.4g}\n",
                c.reference_steps, c.reference_measured_seconds * 1e3, 100 * c.reference_spread,
-               c.reference_simulated_seconds * 1e3, c.cluster.device.efficiency);
+               c.second_measured_seconds * 1e3, c.reference_simulated_seconds * 1e3, c.second_simulated_seconds * 1e3,
+               c.cluster.device.efficiency, c.cluster.device.collective_efficiency);
+    if (c.collectives_handed > 0) {
+      fmt::print("hand-offs (no core for the communication thread): zero3 {:.4g} ms/step inline, {:.4g} with the thread "
+                 "forced on, {} collectives handed to it per step: {:.3g} us each (handoff_seconds)\n",
+                 c.inline_zero3_seconds * 1e3, c.threaded_zero3_seconds * 1e3, c.collectives_handed,
+                 c.cluster.device.handoff_seconds * 1e6);
+    }
     for (const auto& [what, spread] : {std::pair{"the reference step", c.reference_spread},
                                        std::pair{"compute alone", c.compute_alone.spread},
                                        std::pair{"compute beside collectives", c.compute_beside_collectives.spread}}) {

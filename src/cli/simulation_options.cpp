@@ -42,17 +42,28 @@ void add_simulation_options(CLI::App& c, SimulationFlags& f) {
       ->capture_default_str()->group("executor");
 }
 
-std::vector<std::string> parse_engine_list(const std::string& text) {
-  std::vector<std::string> engines;
+namespace {
+
+// The items between separators, empty ones included ("a,,b" is three).
+std::vector<std::string> split_on(const std::string& text, char separator) {
+  std::vector<std::string> items;
   std::size_t start = 0;
   while (true) {
-    const std::size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::size_t at = text.find(separator, start);
+    items.push_back(text.substr(start, at == std::string::npos ? std::string::npos : at - start));
+    if (at == std::string::npos) return items;
+    start = at + 1;
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> parse_engine_list(const std::string& text) {
+  std::vector<std::string> engines;
+  for (const std::string& item : split_on(text, ',')) {
     (void)describe_engine_profile(item);  // refuses an unknown profile, naming the known ones
     STRATA_REQUIRE(std::find(engines.begin(), engines.end(), item) == engines.end(), "--engine names '{}' twice", item);
     engines.push_back(item);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return engines;
 }
@@ -76,43 +87,28 @@ double parse_byte_size(const std::string& text, const std::string& what) {
 
 std::vector<int> parse_int_list(const std::string& text, const std::string& what) {
   std::vector<int> values;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const std::string& item : split_on(text, ',')) {
     int v = 0;
     const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
     STRATA_REQUIRE(!item.empty() && ec == std::errc() && ptr == item.data() + item.size() && v >= 1,
                    "{} must be a comma-separated list of positive integers (got '{}')", what, text);
     values.push_back(v);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return values;
 }
 
 std::vector<std::string> split_plan_list(const std::string& text) {
   std::vector<std::string> plans;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t semi = text.find(';', start);
-    const std::string group = text.substr(start, semi == std::string::npos ? std::string::npos : semi - start);
+  for (const std::string& group : split_on(text, ';')) {
     bool open = false;  // a plan of this group takes key=value items
-    std::size_t p = 0;
-    while (true) {
-      const std::size_t comma = group.find(',', p);
-      const std::string item = group.substr(p, comma == std::string::npos ? std::string::npos : comma - p);
+    for (const std::string& item : split_on(group, ',')) {
       if (open && item.find('=') != std::string::npos) {
         plans.back() += "," + item;
       } else {
         plans.push_back(item);
         open = true;
       }
-      if (comma == std::string::npos) break;
-      p = comma + 1;
     }
-    if (semi == std::string::npos) break;
-    start = semi + 1;
   }
   for (const std::string& p : plans) STRATA_REQUIRE(!p.empty(), "--plan has an empty item in '{}'", text);
   return plans;

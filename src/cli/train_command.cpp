@@ -35,9 +35,9 @@ struct TrainCommandState {
 
 // The first line where this rank's resolved configuration differs from rank 0's, as a sentence;
 // empty when they agree. Collective.
-std::string configuration_difference(const std::string& mine) {
-  if (MpiRuntime::all_equal(XXH3_64bits(mine.data(), mine.size()))) return "";
-  const std::string root = MpiRuntime::broadcast_from_root(mine);
+std::string configuration_difference(Communicator& job, const std::string& mine) {
+  if (all_equal(job, XXH3_64bits(mine.data(), mine.size()))) return "";
+  const std::string root = text_of_rank0(job, mine);
   if (root == mine) return "";
   std::istringstream a(mine), b(root);
   std::string group, la, lb;
@@ -49,7 +49,7 @@ std::string configuration_difference(const std::string& mine) {
       const std::string key = la.substr(0, la.find(" = "));
       return fmt::format("rank {} was started with other settings than rank 0: {} '{}' is {} here and {} on rank 0 "
                          "(every rank must run the same configuration)",
-                         MpiRuntime::world_rank(), group, key, la.empty() ? "(missing)" : la.substr(la.find(" = ") + 3),
+                         job.rank(), group, key, la.empty() ? "(missing)" : la.substr(la.find(" = ") + 3),
                          lb.find(" = ") == std::string::npos ? lb : lb.substr(lb.find(" = ") + 3));
     }
   }
@@ -79,7 +79,7 @@ void run_train(TrainCommandState& state, const CLI::App& command) {
   exit_if_any_failed(job, problem, kExitUsage);
   // Ranks launched with different flags or files (an MPMD launch) would go on until a collective
   // failed to match: they agree on one configuration first.
-  if (world > 1) exit_if_any_failed(job, configuration_difference(options_as_toml(state.specs)), kExitUsage);
+  if (world > 1) exit_if_any_failed(job, configuration_difference(job, options_as_toml(state.specs)), kExitUsage);
   if (job.rank() == 0) {
     fmt::print("resolved configuration (TOML, reusable with --config):\n{}\n", options_as_toml(state.specs));
   }

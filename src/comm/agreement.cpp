@@ -27,6 +27,26 @@ bool any_rank(Communicator& comm, bool flag) {
   return value != 0.0;
 }
 
+bool all_equal(Communicator& comm, std::uint64_t value) {
+  // Halves of 32 bits are exact in the fp64 control sums; the maximum of each and of its negation
+  // are equal only when every rank's is.
+  const double hi = static_cast<double>(value >> 32), lo = static_cast<double>(value & 0xFFFFFFFFu);
+  double v[4] = {hi, lo, -hi, -lo};
+  comm.all_reduce_control(v, 4, 0, comm.topology().level_count() - 1, ControlOp::kMax);
+  return v[0] == -v[2] && v[1] == -v[3];
+}
+
+std::string text_of_rank0(Communicator& comm, const std::string& text) {
+  // Outermost level first: rank 0 has coordinate 0 at every level, so each level's broadcast from
+  // coordinate 0 reaches the ranks whose outer coordinates the ones before covered.
+  std::uint64_t size = text.size();
+  const int levels = comm.topology().level_count();
+  for (int l = levels - 1; l >= 0; --l) comm.broadcast(&size, sizeof size, DType::kU8, 0, l);
+  std::string out = comm.rank() == 0 ? text : std::string(size, '\0');
+  for (int l = levels - 1; l >= 0; --l) comm.broadcast(out.data(), out.size(), DType::kU8, 0, l);
+  return out;
+}
+
 void exit_if_any_failed(Communicator& comm, const std::string& problem, int code) {
   const Failures f = agree_on_failures(comm, !problem.empty());
   if (f.count == 0) return;

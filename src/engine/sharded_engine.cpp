@@ -391,7 +391,7 @@ void ShardedEngine::start(const ScheduleOp& op) {
                    "a reduce-scatter of unit {} as {} elements", op.unit, op.comm.elements);
       STRATA_CHECK(u.unit_grad == GradResidency::kOpen || (op.bucket > 0 && u.unit_grad == GradResidency::kReducing),
                    "a reduce-scatter of unit {} whose gradient is {}", op.unit, residency_name(u.unit_grad));
-      float* gradient = gradient_target(op.unit);
+      float* gradient = unit_gradient(op.unit);
       u.unit_grad = GradResidency::kReducing;
       if (op.bucket == 0) {
         u.reductions.clear();
@@ -457,41 +457,66 @@ const float* ShardedEngine::weights(int unit) {
   return reinterpret_cast<const float*>(u.primary.data());  // replicated fp32: compute in place
 }
 
-// Where the table says a backward op writes the unit's gradient (schedule/op_effects).
-float* ShardedEngine::gradient_target(int unit) {
+// Where the table says this backward op writes the unit's gradient (schedule/op_effects): its
+// unit-gradient buffer, or the gradient shard in place.
+float* ShardedEngine::gradient_target(const ScheduleOp& op, int unit) {
   UnitShard& u = shard(unit);
-  if (gradient_resource(schedule_) == Resource::kGradShard) return u.grad_shard.data();  // accumulate in place
-  STRATA_CHECK(u.grad != nullptr, "the schedule writes the gradient of unit {} without allocating it", unit);
+  for (const Access& a : op_accesses(schedule_, op)) {
+    if (a.unit != unit || !a.write) continue;
+    if (a.resource == Resource::kGradShard) return u.grad_shard.data();  // accumulate in place
+    if (a.resource == Resource::kUnitGrad) {
+      STRATA_CHECK(u.grad != nullptr, "the schedule writes the gradient of unit {} without allocating it", unit);
+      return reinterpret_cast<float*>(u.grad->data());
+    }
+  }
+  STRATA_CHECK(false, "{} writes no gradient of unit {}", op_kind_name(op.kind), unit);
+}
+
+// The unit-gradient buffer a reduce-scatter reads (the table: reduce_scatter_start reads it).
+float* ShardedEngine::unit_gradient(int unit) {
+  UnitShard& u = shard(unit);
+  STRATA_CHECK(u.grad != nullptr, "the schedule reduces the gradient of unit {} without allocating it", unit);
   return reinterpret_cast<float*>(u.grad->data());
 }
 
+namespace {
+
+// The i-th of an op's units (weights read or gradients written), as the schedule listed them:
+// the embedding {token table}, a block {its unit}, the head {final norm, token table}.
+int nth_unit(const std::vector<int>& units, std::size_t i, const ScheduleOp& op, const char* what) {
+  STRATA_CHECK(i < units.size(), "{} of stage {} lists {} {} units, fewer than {}", op_kind_name(op.kind),
+               static_cast<int>(op.stage), units.size(), what, i + 1);
+  return units[i];
+}
+
+}  // namespace
+
+// The units, buffers and gradient targets come from the op alone.
 void ShardedEngine::compute(const ScheduleOp& op, const SegmentOperands& x) {
-  const auto emb = static_cast<int>(ModelLayout::kEmbeddingUnit);
-  const auto fin = static_cast<int>(layout().final_norm_unit());
   STRATA_CHECK(x.tokens.size() == gpt_.tokens_per_batch() && x.targets.size() == gpt_.tokens_per_batch(),
                "{} with {} tokens for a micro-batch of {}", op_kind_name(op.kind), x.tokens.size(), gpt_.tokens_per_batch());
+  const auto w = [&](std::size_t i) { return weights(nth_unit(op.weight_units, i, op, "weight")); };
+  const auto g = [&](std::size_t i) { return gradient_target(op, nth_unit(op.grad_units, i, op, "gradient")); };
   if (op.kind == OpKind::kForward) {
     switch (op.stage) {
-      case ComputeStage::kEmbedding: gpt_.embedding_forward(weights(emb), x.tokens); break;
-      case ComputeStage::kBlock: gpt_.block_forward(op.layer, weights(op.unit)); break;
+      case ComputeStage::kEmbedding: gpt_.embedding_forward(w(0), x.tokens); break;
+      case ComputeStage::kBlock: gpt_.block_forward(op.layer, w(0)); break;
       case ComputeStage::kHead: break;  // returns the loss: see local()
       case ComputeStage::kNone: break;
     }
     return;
   }
   switch (op.stage) {
-    case ComputeStage::kHead:
-      gpt_.head_backward(weights(fin), weights(emb), gradient_target(fin), gradient_target(emb), x.loss_scale);
-      break;
+    case ComputeStage::kHead: gpt_.head_backward(w(0), w(1), g(0), g(1), x.loss_scale); break;
     case ComputeStage::kBlock:
       // The last block: the next block's gather is already in flight there.
       STRATA_REQUIRE(!(comm_.rank() == options_.fail_rank && steps_before_ + steps_run_ == options_.fail_step &&
                        op.layer == layout().config().n_layer - 1),
                      "injected failure (STRATA_INJECT_FAILURE={}:{}) in the backward of block {}", options_.fail_rank,
                      options_.fail_step, op.layer);
-      gpt_.block_backward(op.layer, weights(op.unit), gradient_target(op.unit));
+      gpt_.block_backward(op.layer, w(0), g(0));
       break;
-    case ComputeStage::kEmbedding: gpt_.embedding_backward(gradient_target(emb)); break;
+    case ComputeStage::kEmbedding: gpt_.embedding_backward(g(0)); break;
     case ComputeStage::kNone: break;
   }
 }
@@ -515,10 +540,9 @@ void ShardedEngine::local(const ScheduleOp& op, const SegmentOperands& x, Segmen
       return;
     case OpKind::kForward:
       if (op.stage == ComputeStage::kHead) {
-        const auto emb = static_cast<int>(ModelLayout::kEmbeddingUnit);
-        const auto fin = static_cast<int>(layout().final_norm_unit());
         compute(op, x);  // the token check
-        results.local_loss = gpt_.head_forward(weights(fin), weights(emb), x.targets);
+        results.local_loss = gpt_.head_forward(weights(nth_unit(op.weight_units, 0, op, "weight")),
+                                               weights(nth_unit(op.weight_units, 1, op, "weight")), x.targets);
         return;
       }
       compute(op, x);

@@ -167,7 +167,8 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   void local(const ScheduleOp& op, const SegmentOperands& operands, SegmentResults& results);
   std::function<void()> gather_task(const ScheduleOp& op);
   const float* weights(int unit);
-  float* gradient_target(int unit);
+  float* gradient_target(const ScheduleOp& op, int unit);  // where op writes the unit's gradient
+  float* unit_gradient(int unit);                          // the unit-gradient buffer (allocated)
   void compute(const ScheduleOp& op, const SegmentOperands& operands);
   void run_collective(const ScheduleOp& op, const std::function<void()>& work);
   std::string task_name(const ScheduleOp& op) const;

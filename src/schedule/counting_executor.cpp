@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "schedule/op_effects.hpp"
 
 namespace strata {
 
@@ -13,6 +14,16 @@ CountingExecutor::CountingExecutor(const Topology& topology) : topology_(topolog
 }
 
 void CountingExecutor::execute(const ScheduleOp& op) {
+  // What it counts must be what the op kind may do (schedule/op_effects).
+  const OpKindInfo& info = op_kind_info(op.kind);
+  for (const BufferEffect& b : op.alloc) {
+    STRATA_CHECK(info.allocates[static_cast<std::size_t>(b.kind)], "{} allocates {} memory, which its kind may not",
+                 op_kind_name(op.kind), buffer_kind_name(b.kind));
+  }
+  for (const BufferEffect& b : op.free) {
+    STRATA_CHECK(info.frees[static_cast<std::size_t>(b.kind)], "{} frees {} memory, which its kind may not",
+                 op_kind_name(op.kind), buffer_kind_name(b.kind));
+  }
   for (const BufferEffect& b : op.alloc) {
     live_ += b.bytes;
     auto& kind = live_by_kind_[static_cast<std::size_t>(b.kind)];

@@ -1,8 +1,9 @@
 // What each kind of op means, written once: how it relates to its collective (local work, the
 // start or the wait of a non-blocking one, or a blocking one), what it reads and writes and in
-// what state it leaves each, and which buffer kinds it may allocate and free. The validator, the
-// counting executor, the simulator and the engine all read this table, so a change to an op's
-// meaning is one change.
+// what state it leaves each, and which buffer kinds it may allocate and free. The validator (every
+// rule), the counting executor (it refuses an effect the kind may not have), the simulator (its
+// dispatch on the sync) and the engine (its dispatch, and each access checked against the unit's
+// residency) all read this table, so a change to an op's meaning is one change.
 #pragma once
 
 #include <array>

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -196,6 +197,9 @@ class Reader {
       else if (key == "memory_bandwidth") d.memory_bandwidth = number(node, path, 0.0, true);
       else if (key == "memory_bytes") d.memory_bytes = number(node, path, 0.0, false);
       else if (key == "overlaps_communication") d.overlaps_communication = boolean(node, path);
+      else if (key == "handoff_seconds") d.handoff_seconds = number(node, path, 0.0, false);
+      else if (key == "collective_efficiency") d.collective_efficiency = fraction(node, path);
+      else if (key == "rate_by_tokens") d.rate_by_tokens = rates(node, path);
       else if (key == "interference") {
         d.interference = number(node, path, 0.0, false);
         if (d.interference > 10.0) fail_key(path, fmt::format("is a slowdown (0.2: 20% slower) and must be at most 10 (got {:g})", d.interference));
@@ -210,7 +214,7 @@ class Reader {
         }
       } else {
         fail_key(path, "is not a device key (name, peak_flops, efficiency, stage_efficiency, memory_bandwidth, "
-                       "memory_bytes, overlaps_communication, interference)");
+                       "memory_bytes, overlaps_communication, interference, handoff_seconds, collective_efficiency, rate_by_tokens)");
       }
     }
   }
@@ -240,21 +244,35 @@ class Reader {
     }
   }
 
-  // [[bytes, seconds], ...]: bytes ascending, times not falling (a call never gets faster for
-  // moving more).
-  TransferCurve curve(const toml::node& node, const std::string& key) const {
+  // [[x, y], ...] with x ascending and positive y; `rising`: y must not fall either (a link's
+  // curve: a call never gets faster for moving more).
+  std::vector<std::array<double, 2>> pairs(const toml::node& node, const std::string& key, const char* x, const char* y,
+                                           bool rising) const {
     const toml::array* a = node.as_array();
-    if (!a || a->empty()) fail_key(key, "must be a non-empty list of [bytes, seconds] pairs");
-    TransferCurve out;
+    if (!a || a->empty()) fail_key(key, fmt::format("must be a non-empty list of [{}, {}] pairs", x, y));
+    std::vector<std::array<double, 2>> out;
     for (std::size_t i = 0; i < a->size(); ++i) {
       const toml::array* pair = (*a)[i].as_array();
       const std::string at = fmt::format("{}[{}]", key, i);
-      if (!pair || pair->size() != 2) fail_key(at, "must be a [bytes, seconds] pair");
-      TransferPoint p{number((*pair)[0], at + " bytes", 0.0, true), number((*pair)[1], at + " seconds", 0.0, true)};
-      if (!out.empty() && p.bytes <= out.back().bytes) fail_key(at, "must have more bytes than the point before it");
-      if (!out.empty() && p.seconds < out.back().seconds) fail_key(at, "must not take less time than the point before it");
+      if (!pair || pair->size() != 2) fail_key(at, fmt::format("must be a [{}, {}] pair", x, y));
+      const std::array<double, 2> p{number((*pair)[0], fmt::format("{} {}", at, x), 0.0, true),
+                                    number((*pair)[1], fmt::format("{} {}", at, y), 0.0, true)};
+      if (!out.empty() && p[0] <= out.back()[0]) fail_key(at, fmt::format("must have more {} than the point before it", x));
+      if (rising && !out.empty() && p[1] < out.back()[1]) fail_key(at, "must not take less time than the point before it");
       out.push_back(p);
     }
+    return out;
+  }
+
+  TransferCurve curve(const toml::node& node, const std::string& key) const {
+    TransferCurve out;
+    for (const auto& [b, t] : pairs(node, key, "bytes", "seconds", true)) out.push_back({b, t});
+    return out;
+  }
+
+  std::vector<DeviceModel::RatePoint> rates(const toml::node& node, const std::string& key) const {
+    std::vector<DeviceModel::RatePoint> out;
+    for (const auto& [n, f] : pairs(node, key, "tokens", "factor", false)) out.push_back({n, f});
     return out;
   }
 
@@ -338,9 +356,26 @@ toml::table parse_text(std::string_view text, const std::string& source) {
 
 }  // namespace
 
-double DeviceModel::stage_rate(std::string_view stage) const {
+double DeviceModel::stage_rate(std::string_view stage, double tokens) const {
   const auto it = stage_efficiency.find(std::string(stage));
-  return peak_flops * efficiency * (it != stage_efficiency.end() ? it->second : 1.0);
+  double by_tokens = 1.0;
+  if (tokens > 0.0 && !rate_by_tokens.empty()) {
+    const std::vector<RatePoint>& c = rate_by_tokens;
+    if (tokens <= c.front().tokens) {
+      by_tokens = c.front().factor;
+    } else if (tokens >= c.back().tokens) {
+      by_tokens = c.back().factor;
+    } else {
+      for (std::size_t i = 1; i < c.size(); ++i) {
+        if (tokens <= c[i].tokens) {
+          by_tokens = c[i - 1].factor + (c[i].factor - c[i - 1].factor) * (tokens - c[i - 1].tokens) /
+                                            (c[i].tokens - c[i - 1].tokens);
+          break;
+        }
+      }
+    }
+  }
+  return peak_flops * efficiency * (it != stage_efficiency.end() ? it->second : 1.0) * by_tokens;
 }
 
 int ClusterModel::ranks_per_node() const {
@@ -429,9 +464,17 @@ std::string ClusterModel::to_toml() const {
   for (std::size_t i = 0; i < levels.size(); ++i) out += fmt::format("{}\"{}\"", i ? ", " : "", levels[i].name);
   out += "]\n\n[device]\n";
   out += fmt::format("name = \"{}\"\npeak_flops = {:.6g}\nefficiency = {:.6g}\nmemory_bandwidth = {:.6g}\n"
-                     "memory_bytes = {:.6g}\noverlaps_communication = {}\ninterference = {:.6g}\n",
+                     "memory_bytes = {:.6g}\noverlaps_communication = {}\ninterference = {:.6g}\nhandoff_seconds = {:.6g}\n"
+                     "collective_efficiency = {:.6g}\n",
                      device.name, device.peak_flops, device.efficiency, device.memory_bandwidth, device.memory_bytes,
-                     device.overlaps_communication, device.interference);
+                     device.overlaps_communication, device.interference, device.handoff_seconds, device.collective_efficiency);
+  if (!device.rate_by_tokens.empty()) {
+    out += "rate_by_tokens = [";
+    for (std::size_t i = 0; i < device.rate_by_tokens.size(); ++i) {
+      out += fmt::format("{}[{:.9g}, {:.9g}]", i ? ", " : "", device.rate_by_tokens[i].tokens, device.rate_by_tokens[i].factor);
+    }
+    out += "]\n";
+  }
   if (!device.stage_efficiency.empty()) {
     out += "\n[device.stage_efficiency]\n";
     for (const auto& [stage, e] : device.stage_efficiency) out += fmt::format("{} = {:.6g}\n", stage, e);

@@ -14,6 +14,16 @@
 
 namespace strata {
 
+// A level's measured time of one single-level collective call (a ring all-gather or reduce-scatter
+// among the level's fan-out) by the bytes one rank sends in it, ascending: what `strata calibrate`
+// sweeps. Between points the time is interpolated; past the last, the last segment's rate goes on.
+struct TransferPoint {
+  double bytes = 0.0;
+  double seconds = 0.0;
+  bool operator==(const TransferPoint&) const = default;
+};
+using TransferCurve = std::vector<TransferPoint>;
+
 struct DeviceModel {
   std::string name = "device";
   double peak_flops = 0.0;        // FLOP/s of dense matrix work in the training dtype
@@ -26,23 +36,33 @@ struct DeviceModel {
   // Whether communication proceeds while the device computes (a GPU's copy engines, a CPU with a
   // core to spare for the communication thread). When false every collective is exposed.
   bool overlaps_communication = true;
+  // The compute rate's factor by the tokens of a micro-batch ([[tokens, factor]], ascending; the
+  // calibrated shape's factor is 1): matrix products of more rows run nearer the peak. Linear
+  // between points, the nearest end's factor outside. Empty: 1 at every size.
+  struct RatePoint {
+    double tokens = 0.0;
+    double factor = 1.0;
+    bool operator==(const RatePoint&) const = default;
+  };
+  std::vector<RatePoint> rate_by_tokens;
+  // The fraction of their link figures' speed collectives reach inside a step, where peers reach a
+  // call at different times (on a host whose ranks share cores they drift apart), as `efficiency`
+  // is for compute. Fitted by calibrate on a collective-heavy run; 1 in the presets, whose link
+  // figures are already achieved rates.
+  double collective_efficiency = 1.0;
+  // Seconds each collective costs the compute stream where a communication thread runs it without
+  // a core of its own (overlaps_communication false, overlap forced on): the hand-offs between the
+  // two threads on a shared core. Measured by calibrate; 0 where the thread has its own core.
+  double handoff_seconds = 0.0;
   // How much slower work on the compute stream runs while a collective is in flight beside it: 0.2
   // is 20% longer (a GPU's collective kernels take compute units and memory bandwidth; a CPU's
   // communication thread takes a core's share and memory bandwidth).
   double interference = 0.0;
 
-  double stage_rate(std::string_view stage) const;  // FLOP/s a compute stage reaches
+  // FLOP/s a compute stage reaches on a micro-batch of `tokens` (0: the calibrated shape's).
+  double stage_rate(std::string_view stage, double tokens = 0.0) const;
 };
 
-// A level's measured time of one single-level collective call (a ring all-gather or reduce-scatter
-// among the level's fan-out) by the bytes one rank sends in it, ascending: what `strata calibrate`
-// sweeps. Between points the time is interpolated; past the last, the last segment's rate goes on.
-struct TransferPoint {
-  double bytes = 0.0;
-  double seconds = 0.0;
-  bool operator==(const TransferPoint&) const = default;
-};
-using TransferCurve = std::vector<TransferPoint>;
 
 struct LinkLevel {
   std::string name;

@@ -116,9 +116,9 @@ double CostModel::collective_seconds(const CollectiveSpec& c) const {
 
 double CostModel::memory_seconds(double bytes) const { return bytes / device_.memory_bandwidth; }
 
-double CostModel::compute_seconds(const ScheduleOp& op) const {
+double CostModel::compute_seconds(const ScheduleOp& op, double tokens) const {
   if (op.flops <= 0.0) return 0.0;
-  return op.flops / device_.stage_rate(stage_key(op));
+  return op.flops / device_.stage_rate(stage_key(op), tokens);
 }
 
 }  // namespace strata

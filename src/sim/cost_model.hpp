@@ -28,8 +28,8 @@ class CostModel {
   double collective_seconds(const CollectiveSpec& c) const;
   // Bytes read plus written over the memory bandwidth.
   double memory_seconds(double bytes) const;
-  // FLOPs over the stage's rate.
-  double compute_seconds(const ScheduleOp& op) const;
+  // FLOPs over the stage's rate at this micro-batch's tokens (0: the calibrated shape's rate).
+  double compute_seconds(const ScheduleOp& op, double tokens = 0.0) const;
 
   const Topology& topology() const { return topology_; }
   const DeviceModel& device() const { return device_; }

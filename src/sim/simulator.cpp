@@ -17,7 +17,8 @@ class SimulatingExecutor final : public OpExecutor {
  public:
   SimulatingExecutor(const StepSchedule& schedule, const SimulationInputs& in, const CostModel& cost)
       : schedule_(schedule), in_(in), cost_(cost), topology_(cost.topology()),
-        inline_comm_(!in.overlap || !cost.device().overlaps_communication) {}
+        inline_comm_(!in.overlap || !cost.device().overlaps_communication),
+        handoff_(in.overlap && !cost.device().overlaps_communication ? cost.device().handoff_seconds : 0.0) {}
 
   // When the op runs is the table's (schedule/op_effects): local work on the compute clock; a
   // start posts its collective to the communication clock; a wait holds compute until the
@@ -114,12 +115,12 @@ class SimulatingExecutor final : public OpExecutor {
     const double tokens = static_cast<double>(in_.micro_batch) * in_.seq_len;
     // The lookup and its scatter-add move rows of the two tables; they have no matrix FLOPs.
     if (op.stage == ComputeStage::kEmbedding) return cost_.memory_seconds(12.0 * tokens * m.n_embd);
-    double seconds = cost_.compute_seconds(op);
+    double seconds = cost_.compute_seconds(op, tokens);
     if (in_.activation_checkpointing && op.kind == OpKind::kBackward && op.stage == ComputeStage::kBlock) {
       ScheduleOp forward = op;
       forward.kind = OpKind::kForward;
       forward.flops = op.flops / 2.0;  // backward is priced at twice the forward's FLOPs
-      seconds += cost_.compute_seconds(forward);
+      seconds += cost_.compute_seconds(forward, tokens);
     }
     return seconds;
   }
@@ -147,8 +148,17 @@ class SimulatingExecutor final : public OpExecutor {
     return compute_clock_;
   }
 
-  // Queued behind the stream's earlier collectives; returns when it completes.
+  // Queued behind the stream's earlier collectives; returns when it completes. A started collective
+  // handed to a communication thread without a core of its own costs the compute stream the
+  // hand-offs first (a blocking one the poster runs itself).
   double post(const ScheduleOp& op, double seconds) {
+    if (handoff_ > 0.0 && op_kind_info(op.kind).sync == OpSync::kStart) {
+      compute_clock_ += handoff_;
+      exposed_ += handoff_;
+    }
+    // Within a step collectives run at the device's collective efficiency of their measured speed
+    // (peers reach them at different times; calibrate fits it).
+    seconds /= cost_.device().collective_efficiency;
     const double begin = std::max(compute_clock_, comm_clock_);
     comm_clock_ = begin + seconds;
     comm_busy_ += seconds;
@@ -171,6 +181,7 @@ class SimulatingExecutor final : public OpExecutor {
   const CostModel& cost_;
   const Topology& topology_;
   const bool inline_comm_;
+  const double handoff_;  // per collective, on the compute stream (a thread forced onto a shared core)
   std::map<std::tuple<OpKind, int, int>, double> done_;  // per start kind, unit and bucket: when its collective ends
   double compute_clock_ = 0.0, comm_clock_ = 0.0;
   double compute_busy_ = 0.0, comm_busy_ = 0.0, exposed_ = 0.0;

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
+#include <memory>
 #include <cmath>
 
 #include "comm/comm_thread.hpp"
@@ -20,6 +22,7 @@
 #include "model/init.hpp"
 #include "engine/sharded_engine.hpp"
 #include "sim/simulator.hpp"
+#include "schedule/op_effects.hpp"
 #include "schedule/step_schedule.hpp"
 #include "train/train_step.hpp"
 
@@ -219,44 +222,124 @@ double time_level(Communicator& comm, int level, std::size_t piece, int repeats)
   return 0.5 * (time_collective(comm, level, piece, repeats, false) + time_collective(comm, level, piece, repeats, true));
 }
 
-// The one fitted figure: the device efficiency that makes the simulated step of a reference run
-// (plan ddp, 2 micro-batches: compute, then one all-reduce per unit) equal its measured step.
-// On a host whose ranks share cores it absorbs what the stage timings miss (ranks drifting apart
-// and spinning in MPI while others compute); every other plan's step is then a prediction.
-void fit_efficiency(Communicator& comm, const CalibrationSettings& s, const GptConfig& config, int seq_len,
-                    Calibration& out) {
+// The two fitted figures, from two reference runs, inline: plan ddp (compute, then one all-reduce
+// per unit) and plan zero3 (a gather or reduction around every unit's compute in both directions:
+// three times the model's bytes per micro-batch). The device's compute efficiency and its
+// collective efficiency (collectives inside a step run slower than alone: peers reach them at
+// different times) are the pair that make both simulated steps equal the measured ones. On a host
+// whose ranks share cores they absorb what the stage timings miss (ranks drifting apart, spinning
+// in MPI); every other plan and shape of the model is then a prediction. Where no core is free for
+// a communication thread, zero3 also runs with the thread forced on: the difference per collective
+// handed to it is the hand-off cost.
+void fit_device(Communicator& comm, const CalibrationSettings& s, const GptConfig& config, int seq_len,
+                Calibration& out) {
   const int accum = 2;
-  ShardedEngineOptions o;
-  o.plan = ShardPlan::preset("ddp", comm.topology());
-  o.weight_dtype = o.grad_dtype = DType::kF32;
-  o.grad_accum = accum;
-  ShardedEngine engine(config, s.batch, seq_len, 1, comm, o);
-  // The one figure every prediction scales with: enough steps that its median holds still.
   out.reference_steps = std::max(20, 4 * s.repeats);
-  const std::vector<double> steps =
-      step_seconds(engine, comm, config.vocab_size, s.batch, seq_len, accum, out.reference_steps, 3);
-  const TimedFigure reference = timed_figure(comm, steps);
-  out.reference_measured_seconds = reference.median;
-  out.reference_spread = reference.spread;
-  SimulationInputs in;
-  static_cast<StepOptions&>(in) = o;  // the reference run's own step settings
-  in.model = config;
-  in.micro_batch = s.batch;
-  in.seq_len = seq_len;
   const int nodes = comm.topology().world_size() / out.cluster.ranks_per_node();
   const Topology topology = out.cluster.topology(nodes);
-  // Compute time scales as 1 / efficiency: two replays give the fixed part and the compute part.
-  auto replay = [&](double efficiency) {
-    DeviceModel d = out.cluster.device;
-    d.efficiency = efficiency;
-    const CostModel cost(topology, d);
-    return replay_schedule(engine.schedule(), in, cost).step_seconds;
+  struct Reference {
+    double measured = 0.0, spread = 0.0;
+    std::function<double(double, double)> replay;  // simulated step at (compute, collective) efficiency
+    std::size_t handed = 0;  // collectives a communication thread would be handed
   };
-  const double at_one = replay(1.0), at_half = replay(0.5);
-  const double compute = at_half - at_one, fixed = at_one - compute;
-  out.reference_simulated_seconds = at_one;
-  const double needed = out.reference_measured_seconds - fixed;
-  out.cluster.device.efficiency = needed > 0.0 && compute > 0.0 ? std::clamp(compute / needed, 0.02, 1.0) : 1.0;
+  std::vector<std::unique_ptr<ShardedEngine>> engines;  // their schedules, replayed while fitting
+  const auto measure = [&](const char* plan, int batch, bool threaded, Reference* fit) {
+    ShardedEngineOptions o;
+    o.plan = ShardPlan::preset(plan, comm.topology());
+    o.weight_dtype = o.grad_dtype = DType::kF32;
+    o.grad_accum = accum;
+    o.overlap = threaded;
+    engines.push_back(std::make_unique<ShardedEngine>(config, batch, seq_len, 1, comm, o));
+    ShardedEngine& engine = *engines.back();
+    const TimedFigure t =
+        timed_figure(comm, step_seconds(engine, comm, config.vocab_size, batch, seq_len, accum, out.reference_steps, 3));
+    if (fit == nullptr) return t.median;
+    fit->measured = t.median;
+    fit->spread = t.spread;
+    SimulationInputs in;
+    static_cast<StepOptions&>(in) = o;  // the run's own step settings
+    in.model = config;
+    in.micro_batch = batch;
+    in.seq_len = seq_len;
+    in.overlap = false;
+    fit->replay = [&, in, schedule = &engine.schedule()](double efficiency, double collective) {
+      DeviceModel d = out.cluster.device;
+      d.efficiency = efficiency;
+      d.collective_efficiency = collective;
+      const CostModel cost(topology, d, out.cluster.curves());
+      return replay_schedule(*schedule, in, cost).step_seconds;
+    };
+    for (const ScheduleOp& op : engine.schedule().ops) {
+      fit->handed += op_kind_info(op.kind).sync == OpSync::kStart && !op.comm.empty() ? 1 : 0;
+    }
+    return t.median;
+  };
+  Reference ddp, zero3;
+  measure("ddp", s.batch, false, &ddp);
+  measure("zero3", s.batch, false, &zero3);
+  out.reference_measured_seconds = ddp.measured;
+  out.reference_spread = ddp.spread;
+  out.reference_simulated_seconds = ddp.replay(1.0, 1.0);
+  out.second_measured_seconds = zero3.measured;
+  out.second_simulated_seconds = zero3.replay(1.0, 1.0);
+  // Both simulated steps fall as either efficiency rises: alternate a bisection of each, compute's
+  // on ddp (mostly compute) and the collectives' on zero3 (much more communication).
+  const auto solve = [](const std::function<double(double)>& f, double target, double lo, double hi) {
+    for (int i = 0; i < 60; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (f(mid) < target ? hi : lo) = mid;
+    }
+    return 0.5 * (lo + hi);
+  };
+  double efficiency = 1.0, collective = 1.0;
+  for (int round = 0; round < 4; ++round) {
+    efficiency = solve([&](double e) { return ddp.replay(e, collective); }, ddp.measured, 0.02, 1.0);
+    collective = solve([&](double c) { return zero3.replay(efficiency, c); }, zero3.measured, 0.05, 1.0);
+  }
+  out.cluster.device.efficiency = efficiency;
+  out.cluster.device.collective_efficiency = collective;
+  if (out.cluster.device.overlaps_communication || !comm.allows_comm_thread()) return;
+  out.inline_zero3_seconds = zero3.measured;
+  out.threaded_zero3_seconds = measure("zero3", s.batch, true, nullptr);
+  out.collectives_handed = static_cast<int>(zero3.handed);
+  if (zero3.handed > 0) {
+    out.cluster.device.handoff_seconds =
+        std::max(0.0, (out.threaded_zero3_seconds - zero3.measured) / static_cast<double>(zero3.handed));
+  }
+}
+
+// The compute rate at other micro-batch sizes than the calibrated one (half its sequence, twice
+// and four times its batch), as factors on the calibrated rate: the whole pass's FLOPs over its
+// time, every rank at once.
+std::vector<DeviceModel::RatePoint> rate_by_tokens(Communicator& comm, const CalibrationSettings& s,
+                                                   const GptConfig& config, int seq_len,
+                                                   const std::vector<StageMeasurement>& calibrated) {
+  const auto pass_rate = [&](const std::vector<StageMeasurement>& st) {
+    // Per block the forward and backward, once each the head's: the FLOPs of a pass over its time.
+    const double l = config.n_layer;
+    const double flops = l * (st[0].flops + st[1].flops) + st[2].flops + st[3].flops;
+    const double seconds = l * (st[0].seconds + st[1].seconds) + st[2].seconds + st[3].seconds;
+    return flops / seconds;
+  };
+  const double base = pass_rate(calibrated);
+  std::vector<DeviceModel::RatePoint> points;
+  const std::array<std::pair<int, int>, 4> shapes = {
+      std::pair{s.batch, std::max(1, seq_len / 2)}, std::pair{s.batch, seq_len}, std::pair{2 * s.batch, seq_len},
+      std::pair{4 * s.batch, seq_len}};
+  for (const auto& [batch, seq] : shapes) {
+    const double tokens = static_cast<double>(batch) * seq;
+    if (!points.empty() && tokens <= points.back().tokens) continue;  // a sequence of 1 cannot halve
+    if (batch == s.batch && seq == seq_len) {
+      points.push_back({tokens, 1.0});
+      continue;
+    }
+    CalibrationSettings at = s;
+    at.batch = batch;
+    std::vector<StageMeasurement> st = stage_flops(config, batch, seq);
+    time_stages(comm, at, config, seq, st);
+    points.push_back({tokens, pass_rate(st) / base});
+  }
+  return points;
 }
 
 }  // namespace
@@ -341,11 +424,12 @@ Calibration calibrate(Communicator& comm, const CalibrationSettings& s) {
     c.levels.push_back(link);
   }
   if (s.device_from.empty()) {
+    c.device.rate_by_tokens = rate_by_tokens(comm, s, config, seq_len, out.stages);
     time_interference(comm, s, config, seq_len, largest_unit_bytes, out);
     if (out.compute_alone.median > 0.0) {
       c.device.interference = std::max(0.0, out.compute_beside_collectives.median / out.compute_alone.median - 1.0);
     }
-    fit_efficiency(comm, s, config, seq_len, out);
+    fit_device(comm, s, config, seq_len, out);
   }
   return out;
 }

@@ -58,6 +58,13 @@ struct Calibration {
   double reference_spread = 0.0;
   int reference_steps = 0;
   double reference_simulated_seconds = 0.0;
+  // The second reference (plan zero3, inline): measured, and simulated from the figures alone.
+  double second_measured_seconds = 0.0, second_simulated_seconds = 0.0;
+  // Where the communication thread has no core of its own: a zero3 run inline and with the thread
+  // forced on, and the collectives per step handed to it (the difference per collective is the
+  // device's handoff_seconds). 0 when not measured.
+  double inline_zero3_seconds = 0.0, threaded_zero3_seconds = 0.0;
+  int collectives_handed = 0;
   // Compute timed alone and with collectives running on a communication thread beside it (the
   // level they ran at); their ratio less one is the device's interference. Unmeasured with one rank.
   TimedFigure compute_alone, compute_beside_collectives;

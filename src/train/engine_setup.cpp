@@ -45,6 +45,15 @@ std::pair<int, int> injected_failure(const TrainConfig& config, int world) {
 
 }  // namespace
 
+void resolve_auto_overlap(ShardedEngineOptions& o, int compute_threads, int ranks_on_host) {
+  if (!o.tune_overlap || spare_core_for_communication(compute_threads, ranks_on_host)) return;
+  o.overlap = o.tune_overlap = false;
+  o.overlap_auto_reason = fmt::format(
+      "inline: no hardware thread free for a communication thread ({} ranks on this host x ({} compute + 1), {} "
+      "hardware threads, {} usable by this rank)",
+      ranks_on_host, compute_threads, host_hardware_threads(), usable_hardware_threads());
+}
+
 void check_injected_failure_runs(const TrainConfig& config, int first_step) {
   const char* inject = std::getenv("STRATA_INJECT_FAILURE");
   if (inject == nullptr) return;
@@ -143,13 +152,7 @@ EngineSetup plan_engine(const TrainConfig& config, int world) {
 void connect_engine(EngineSetup& setup, const TrainConfig& config, const CommunicatorFactory& make_comm,
                     int ranks_on_host) {
   set_thread_count(worker_threads(config.threads, ranks_on_host));
-  if (setup.sharded() && setup.options.tune_overlap && !spare_core_for_communication(thread_count(), ranks_on_host)) {
-    setup.options.overlap = setup.options.tune_overlap = false;
-    setup.options.overlap_auto_reason = fmt::format(
-        "inline: no hardware thread free for a communication thread ({} ranks on this host x ({} compute + 1), {} "
-        "hardware threads, {} usable by this rank)",
-        ranks_on_host, thread_count(), host_hardware_threads(), usable_hardware_threads());
-  }
+  if (setup.sharded()) resolve_auto_overlap(setup.options, thread_count(), ranks_on_host);
   const GptConfig model = config.model_config();
   const auto seed = static_cast<std::uint64_t>(config.seed);
   if (!setup.sharded()) {

@@ -41,6 +41,11 @@ using CommunicatorFactory = std::function<std::unique_ptr<Communicator>(const To
 // host's cores shared among the ranks on it.
 int worker_threads(int threads_flag, int ranks_on_host);
 
+// --overlap auto before the first step: where the host has no hardware thread for a communication
+// thread beside each rank's compute threads, inline at once (and the engine says why); elsewhere
+// the options are left to the engine's trial.
+void resolve_auto_overlap(ShardedEngineOptions& options, int compute_threads, int ranks_on_host);
+
 // STRATA_INJECT_FAILURE's step must be one this run takes (after a resume, within --stop-after):
 // a test of a failure never passes because the failure could not fire.
 void check_injected_failure_runs(const TrainConfig& config, int first_step);

@@ -310,6 +310,25 @@ TrainSummary Trainer::run(TrainingEngine& engine, Communicator& comm, std::ostre
   return summary;
 }
 
+void Trainer::log_step(const StepRecord& record, MetricsLog& metrics, std::ostream& out) {
+  metrics.write({{"type", "step"},
+                 {"step", record.step},
+                 {"loss", record.loss},
+                 {"lr", record.lr},
+                 {"grad_norm", record.grad_norm},
+                 {"ms", record.ms},
+                 {"tokens_per_s", record.tokens_per_second},
+                 {"tflops", record.tflops}});
+  print_step(record, out);
+}
+
+ValRecord Trainer::validate(TrainingEngine& engine, int step, MetricsLog& metrics, std::ostream& out) {
+  const double val = validation_loss(engine);
+  metrics.write({{"type", "val"}, {"step", step}, {"val_loss", val}});
+  fmt::print(out, "val  {:>5}/{} | val loss {:.4f}\n", step, config_.steps, val);
+  return {step, val};
+}
+
 TrainSummary Trainer::train_steps(TrainingEngine& engine, Communicator& comm, std::ostream& out, MetricsLog& metrics) {
   const StepRecipe recipe{LrSchedule{config_.lr, config_.warmup_steps, config_.steps, config_.min_lr_ratio},
                           AdamWHyper{static_cast<float>(config_.beta1), static_cast<float>(config_.beta2),
@@ -337,24 +356,13 @@ TrainSummary Trainer::train_steps(TrainingEngine& engine, Communicator& comm, st
     const StepRecord record{step + 1,     outcome.loss, outcome.lr, outcome.grad_norm, seconds * 1e3,
                             static_cast<double>(tokens_per_step()) / seconds, flops_per_step / seconds / 1e12};
     summary.steps.push_back(record);
-    metrics.write({{"type", "step"},
-                   {"step", record.step},
-                   {"loss", record.loss},
-                   {"lr", record.lr},
-                   {"grad_norm", record.grad_norm},
-                   {"ms", record.ms},
-                   {"tokens_per_s", record.tokens_per_second},
-                   {"tflops", record.tflops}});
-    print_step(record, out);
+    log_step(record, metrics, out);
     const bool stop_here = config_.stop_after > 0 && record.step - start_step_ >= config_.stop_after;
     // The signal reached some ranks only, maybe: the step's own agreement (outcome.stop) says.
     const bool signalled = outcome.stop;
     const bool last = record.step == config_.steps || signalled || stop_here;
     if (val_loader_ && config_.val_every > 0 && (record.step % config_.val_every == 0 || last)) {
-      const double val = validation_loss(engine);
-      summary.vals.push_back({record.step, val});
-      metrics.write({{"type", "val"}, {"step", record.step}, {"val_loss", val}});
-      fmt::print(out, "val  {:>5}/{} | val loss {:.4f}\n", record.step, config_.steps, val);
+      summary.vals.push_back(validate(engine, record.step, metrics, out));
     }
     if (outcome.nonfinite) stop_on_nonfinite(outcome, record.step);
     if (config_.checkpoint_every > 0 && record.step % config_.checkpoint_every == 0 && !last) {

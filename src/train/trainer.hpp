@@ -64,6 +64,8 @@ class Trainer {
   void print_start(std::ostream& out) const;
   TrainSummary train_steps(TrainingEngine& engine, Communicator& comm, std::ostream& out, MetricsLog& metrics);
   void print_step(const StepRecord& record, std::ostream& out);
+  void log_step(const StepRecord& record, MetricsLog& metrics, std::ostream& out);  // metrics line and console
+  ValRecord validate(TrainingEngine& engine, int step, MetricsLog& metrics, std::ostream& out);
   [[noreturn]] void stop_on_nonfinite(const StepOutcome& outcome, int step) const;
   double validation_loss(TrainingEngine& engine);
   void save(TrainingEngine& engine, Communicator& comm, int completed_steps, std::ostream& out);

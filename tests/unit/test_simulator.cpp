@@ -172,10 +172,18 @@ TEST(ClusterModel, PresetsRoundTripThroughTheirToml) {
 TEST(ClusterModel, ACalibratedFileWithCurvesRoundTrips) {
   ClusterModel c = ClusterModel::preset("cpu");
   c.device.interference = 0.3125;
+  c.device.handoff_seconds = 2.5e-4;
+  c.device.collective_efficiency = 0.875;
+  c.device.rate_by_tokens = {{32, 0.75}, {64, 1.0}, {256, 1.25}};
   c.levels[0].curve = {{64, 1.5e-6}, {256, 2.25e-6}, {1048576, 3.125e-4}};
   c.levels[1].curve = {{64, 2e-6}, {65536, 4e-5}};
   const ClusterModel back = ClusterModel::from_toml(c.to_toml(), "round trip");
   EXPECT_EQ(back.device.interference, 0.3125);
+  EXPECT_EQ(back.device.handoff_seconds, 2.5e-4);
+  EXPECT_EQ(back.device.collective_efficiency, 0.875);
+  EXPECT_EQ(back.device.rate_by_tokens, c.device.rate_by_tokens);
+  EXPECT_THROW_WITH(ClusterModel::from_toml("base = \"cpu\"\n[device]\nrate_by_tokens = [[64, 1], [64, 2]]\n", "f"),
+                    "'device.rate_by_tokens[1]' must have more tokens than the point before it");
   EXPECT_EQ(back.levels[0].curve, c.levels[0].curve);
   EXPECT_EQ(back.levels[1].curve, c.levels[1].curve);
   EXPECT_EQ(back.curves().size(), 2u);
@@ -308,6 +316,38 @@ TEST(Simulator, ComputeBesideACollectiveIsSlowedByTheInterference) {
   expect_close(r2.exposed_seconds, g2 - 1.25 * stage);
   // Inline, nothing overlaps: no slowdown.
   expect_close(replay_schedule(s, tiny_inputs(false), cost).step_seconds, gather + 2 * stage);
+}
+
+// A device's rate by tokens scales the compute of a micro-batch of that size (linear between the
+// points, the nearest end's factor outside); a thread forced onto a shared core costs each started
+// collective its hand-offs on the compute stream, and nothing when overlap is off or the device has
+// a core for it; collectives run at the device's collective efficiency.
+TEST(Simulator, ComputeFollowsTheRateByTokensAndForcedThreadsPayTheirHandOffs) {
+  DeviceModel d = device(1e12);
+  d.rate_by_tokens = {{32, 0.5}, {64, 1.0}, {128, 1.5}};
+  const std::string stage = "block_forward";
+  EXPECT_DOUBLE_EQ(d.stage_rate(stage, 64), 0.5e12);
+  EXPECT_DOUBLE_EQ(d.stage_rate(stage, 96), 0.5e12 * 1.25);
+  EXPECT_DOUBLE_EQ(d.stage_rate(stage, 16), 0.5e12 * 0.5);
+  EXPECT_DOUBLE_EQ(d.stage_rate(stage, 1024), 0.5e12 * 1.5);
+  EXPECT_DOUBLE_EQ(d.stage_rate(stage), 0.5e12);  // no size given: the calibrated shape's
+
+  const Topology t = Topology::parse("world:4@1GB/s~1us", 4);
+  DeviceModel shared = device(1e12);
+  shared.overlaps_communication = false;
+  shared.handoff_seconds = 3e-4;
+  const StepSchedule s = two_stage_schedule(4 * 1000, 1e9);
+  const CostModel cost(t, shared);
+  const double gather = cost.collective_seconds(s.ops[0].comm);
+  const double stage_s = 1e9 / (1e12 * 0.5);
+  expect_close(replay_schedule(s, tiny_inputs(true), cost).step_seconds, 3e-4 + gather + 2 * stage_s);
+  expect_close(replay_schedule(s, tiny_inputs(false), cost).step_seconds, gather + 2 * stage_s);
+  shared.overlaps_communication = true;  // a core of its own: no hand-off priced, the gather hidden
+  expect_close(replay_schedule(s, tiny_inputs(true), CostModel(t, shared)).step_seconds, 2 * stage_s);
+  // Collectives inside a step at half their measured speed take twice as long.
+  DeviceModel slow = device(1e12);
+  slow.collective_efficiency = 0.5;
+  expect_close(replay_schedule(s, tiny_inputs(false), CostModel(t, slow)).step_seconds, 2 * gather + 2 * stage_s);
 }
 
 TEST(Simulator, StepsComputeFlopsAndMemoryAgreeWithTheModel) {

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
-#include <climits>
 #include <cstdio>
 #include <iostream>
 #include <cstdlib>
@@ -84,24 +83,6 @@ bool MpiRuntime::allows_comm_thread() {
   return provided >= MPI_THREAD_SERIALIZED;
 }
 
-bool MpiRuntime::all_equal(std::uint64_t value) {
-  unsigned long long lo = value, hi = value;
-  const MpiWatch watch("MPI_Allreduce (agreement)");
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce (min)");
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce (max)");
-  return lo == hi;
-}
-
-std::string MpiRuntime::broadcast_from_root(const std::string& text) {
-  const MpiWatch watch("MPI_Bcast (agreement)");
-  unsigned long long length = text.size();
-  mpi_check(MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD), "MPI_Bcast (length)");
-  std::string out = world_rank() == 0 ? text : std::string(length, '\0');
-  STRATA_REQUIRE(length < (1ULL << 31), "a broadcast text of {} bytes is too long", length);
-  mpi_check(MPI_Bcast(out.data(), static_cast<int>(length), MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast (text)");
-  return out;
-}
-
 MpiRuntime::~MpiRuntime() {
   stop_mpi_watchdog();
   int finalized = 0;
@@ -114,15 +95,6 @@ bool MpiRuntime::initialized() {
   MPI_Initialized(&init);
   MPI_Finalized(&done);
   return init && !done;
-}
-
-MpiRuntime::Failures MpiRuntime::failures(bool failed) {
-  int first = failed ? world_rank() : INT_MAX, count = failed ? 1 : 0;
-  const MpiWatch watch_rank("MPI_Allreduce (agreement)");
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce (failure rank)");
-  const MpiWatch watch_count("MPI_Allreduce (agreement)");
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce (failure count)");
-  return {first == INT_MAX ? -1 : first, count};
 }
 
 int MpiRuntime::world_rank() {
@@ -145,13 +117,6 @@ int MpiRuntime::ranks_on_this_host() {
   int n = 1;
   mpi_check(MPI_Comm_size(shared.get(), &n), "MPI_Comm_size");
   return n;
-}
-
-bool MpiRuntime::any_rank(bool failed) {
-  int local = failed ? 1 : 0, global = 0;
-  const MpiWatch watch_flag("MPI_Allreduce (agreement)");
-  mpi_check(MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce (failure flag)");
-  return global != 0;
 }
 
 void MpiRuntime::abort(const std::string& message, int code) {

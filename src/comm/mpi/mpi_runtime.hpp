@@ -22,18 +22,6 @@ class MpiRuntime {
   static int world_size();
   // Ranks sharing this host's memory (MPI_COMM_TYPE_SHARED); collective.
   static int ranks_on_this_host();
-  // True on every rank when `failed` is true on any rank (a collective call).
-  static bool any_rank(bool failed);
-  // The lowest rank with `failed` set (-1 when none) and how many ranks failed (a collective call).
-  struct Failures {
-    int first = -1;
-    int count = 0;
-  };
-  static Failures failures(bool failed);
-  // Collective: whether every rank passed the same value.
-  static bool all_equal(std::uint64_t value);
-  // Collective: rank 0's text on every rank.
-  static std::string broadcast_from_root(const std::string& text);
   // Collective the first time (every rank's host, MPI_Get_processor_name, gathered once; the
   // constructor does it, and so does a communicator made where MPI was started another way).
   static void gather_hosts();
