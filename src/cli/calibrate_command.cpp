@@ -44,8 +44,11 @@ void print_calibration(const Calibration& c, const std::string& path) {
     for (const DeviceModel::RatePoint& p : c.cluster.device.rate_by_tokens) fmt::print(" {:g}: {:.3g};", p.tokens, p.factor);
     fmt::print("\n");
   } else {
-    fmt::print("\ndevice: kept from {} (efficiency {:.4g}, {:.4g} GFLOP/s peak); only the links were measured\n",
-               c.device_source, c.cluster.device.efficiency, c.cluster.device.peak_flops / 1e9);
+    fmt::print("\ndevice: kept from {} (efficiency {:.4g}, {:.4g} GFLOP/s peak); only the links were measured, and "
+               "the collective efficiency on them: zero3 measured {:.4g} ms/step, {:.4g} from the figures alone; "
+               "collective efficiency {:.4g}\n",
+               c.device_source, c.cluster.device.efficiency, c.cluster.device.peak_flops / 1e9,
+               c.second_measured_seconds * 1e3, c.second_simulated_seconds * 1e3, c.cluster.device.collective_efficiency);
   }
   fmt::print("\nper level: mean of an all-gather and a reduce-scatter, small and unit-sized pieces, fitted to "
              "(f-1) latency + bytes / bandwidth\n{:<8} {:>6} {:>14} {:>14} {:>16} {:>12}\n", "level", "fanout", "small (us)", "large (ms)",

@@ -230,9 +230,10 @@ double time_level(Communicator& comm, int level, std::size_t piece, int repeats)
 // whose ranks share cores they absorb what the stage timings miss (ranks drifting apart, spinning
 // in MPI); every other plan and shape of the model is then a prediction. Where no core is free for
 // a communication thread, zero3 also runs with the thread forced on: the difference per collective
-// handed to it is the hand-off cost.
+// handed to it is the hand-off cost. With `links_only` (a device kept from an earlier file) only
+// the collective efficiency is fitted again: it belongs to the links as much as to the hosts.
 void fit_device(Communicator& comm, const CalibrationSettings& s, const GptConfig& config, int seq_len,
-                Calibration& out) {
+                Calibration& out, bool links_only) {
   const int accum = 2;
   out.reference_steps = std::max(20, 4 * s.repeats);
   const int nodes = comm.topology().world_size() / out.cluster.ranks_per_node();
@@ -275,11 +276,13 @@ void fit_device(Communicator& comm, const CalibrationSettings& s, const GptConfi
     return t.median;
   };
   Reference ddp, zero3;
-  measure("ddp", s.batch, false, &ddp);
+  if (!links_only) measure("ddp", s.batch, false, &ddp);
   measure("zero3", s.batch, false, &zero3);
-  out.reference_measured_seconds = ddp.measured;
-  out.reference_spread = ddp.spread;
-  out.reference_simulated_seconds = ddp.replay(1.0, 1.0);
+  if (!links_only) {
+    out.reference_measured_seconds = ddp.measured;
+    out.reference_spread = ddp.spread;
+    out.reference_simulated_seconds = ddp.replay(1.0, 1.0);
+  }
   out.second_measured_seconds = zero3.measured;
   out.second_simulated_seconds = zero3.replay(1.0, 1.0);
   // Both simulated steps fall as either efficiency rises: alternate a bisection of each, compute's
@@ -291,14 +294,14 @@ void fit_device(Communicator& comm, const CalibrationSettings& s, const GptConfi
     }
     return 0.5 * (lo + hi);
   };
-  double efficiency = 1.0, collective = 1.0;
+  double efficiency = out.cluster.device.efficiency, collective = 1.0;
   for (int round = 0; round < 4; ++round) {
-    efficiency = solve([&](double e) { return ddp.replay(e, collective); }, ddp.measured, 0.02, 1.0);
+    if (!links_only) efficiency = solve([&](double e) { return ddp.replay(e, collective); }, ddp.measured, 0.02, 1.0);
     collective = solve([&](double c) { return zero3.replay(efficiency, c); }, zero3.measured, 0.05, 1.0);
   }
   out.cluster.device.efficiency = efficiency;
   out.cluster.device.collective_efficiency = collective;
-  if (out.cluster.device.overlaps_communication || !comm.allows_comm_thread()) return;
+  if (links_only || out.cluster.device.overlaps_communication || !comm.allows_comm_thread()) return;
   out.inline_zero3_seconds = zero3.measured;
   out.threaded_zero3_seconds = measure("zero3", s.batch, true, nullptr);
   out.collectives_handed = static_cast<int>(zero3.handed);
@@ -429,7 +432,10 @@ Calibration calibrate(Communicator& comm, const CalibrationSettings& s) {
     if (out.compute_alone.median > 0.0) {
       c.device.interference = std::max(0.0, out.compute_beside_collectives.median / out.compute_alone.median - 1.0);
     }
-    fit_device(comm, s, config, seq_len, out);
+    fit_device(comm, s, config, seq_len, out, false);
+  } else {
+    // The links changed: how collectives behave inside a step on them is theirs to measure again.
+    fit_device(comm, s, config, seq_len, out, true);
   }
   return out;
 }
