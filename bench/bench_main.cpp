@@ -1,6 +1,7 @@
 // strata_bench: measurements for scripts/bench, each printed as one JSON line.
 //   strata_bench step  --model M [--batch B --seq-len T --steps N --warmup W --threads K --profile]
-//   strata_bench sgemm [--size N --repeats R --threads K]
+//   strata_bench sgemm [--size N | --m M --n N --k K --trans-a 0|1 --trans-b 0|1] [--bf16-b] [--repeats R]
+//   (every subcommand: --matmul onednn|openblas|reference, --compute-dtype fp32|bf16)
 //   strata_bench quant [--mib M --repeats R] (one thread; memcpy, each kernel per path, block sweep)
 //   mpirun -np 8 strata_bench plans --model M --topology T [--plans 'a;b;...'] (one line per plan)
 //   mpirun -np 2 strata_bench overlap [--models a,b --plan P] (per model: overlap off, then on)
@@ -22,6 +23,7 @@
 #include "core/median.hpp"
 #include "core/stopwatch.hpp"
 #include "core/threads.hpp"
+#include "model/cpu/gemm.hpp"
 #include "engine/local_engine.hpp"
 #include "train/train_step.hpp"
 
@@ -59,7 +61,10 @@ nlohmann::json bench_step(const std::string& model, int vocab, int batch, int se
                         {"threads", strata::thread_count()},
                         {"parameters", config.parameter_count()},
                         {"median_ms", med},       {"tokens_per_s", static_cast<double>(n) / med * 1e3},
-                        {"model_gflops", flops / med / 1e6}, {"steps", steps}};
+                        {"model_gflops", flops / med / 1e6}, {"steps", steps},
+                        {"matmul", strata::cpu::matmul_impl_name(strata::cpu::matmul_settings().impl)},
+                        {"compute_dtype", strata::cpu::compute_dtype_name(strata::cpu::matmul_settings().dtype)},
+                        {"implementation", strata::cpu::matmul_description()}};
   if (profile) {
     nlohmann::json ops;
     double total = 0;
@@ -74,21 +79,32 @@ nlohmann::json bench_step(const std::string& model, int vocab, int batch, int se
   return out;
 }
 
-nlohmann::json bench_sgemm(int size, int repeats) {
-  const std::size_t n = static_cast<std::size_t>(size);
-  strata::AlignedBuffer<float> a(n * n), b(n * n), c(n * n);
-  for (std::size_t i = 0; i < n * n; ++i) a[i] = 1e-3f * static_cast<float>(i % 7), b[i] = 1e-3f * static_cast<float>(i % 5);
+// C(m x n) = op(A) op(B) (by default A(m x k) B(n x k)^T, a linear layer's forward), through the
+// matmul seam as configured; with bf16_b, B is handed over as a bf16 copy, as the model's weights
+// are under bf16 compute (only A is converted per call).
+nlohmann::json bench_sgemm(int m, int n, int k, int repeats, bool trans_a, bool trans_b, bool bf16_b) {
+  strata::AlignedBuffer<float> a(static_cast<std::size_t>(m) * k), b(static_cast<std::size_t>(n) * k),
+      c(static_cast<std::size_t>(m) * n);
+  strata::AlignedBuffer<strata::bf16> b16(bf16_b ? b.size() : 0);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = 1e-3f * static_cast<float>(i % 7);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = 1e-3f * static_cast<float>(i % 5);
+  if (bf16_b) strata::fp32_to_bf16(b16.data(), b.data(), b.size());
   std::vector<double> seconds;
-  for (int r = 0; r < repeats + 1; ++r) {
+  for (int r = 0; r < repeats + 2; ++r) {
     strata::Stopwatch watch;
-    strata::gemm(strata::Transpose::kNo, strata::Transpose::kNo, size, size, size, 1.0f, a.data(), size, b.data(), size,
-                 0.0f, c.data(), size);
-    if (r > 0) seconds.push_back(watch.seconds());  // the first call pays for thread start-up
+    strata::cpu::gemm(trans_a ? strata::Transpose::kYes : strata::Transpose::kNo,
+                      trans_b ? strata::Transpose::kYes : strata::Transpose::kNo, m, n, k, 1.0f, a.data(), trans_a ? m : k,
+                      b.data(), trans_b ? k : n, 0.0f, c.data(), n, {}, bf16_b ? b16.data() : nullptr);
+    if (r > 1) seconds.push_back(watch.seconds());  // the first calls pay for threads and primitive creation
   }
   const double med = strata::median(seconds);
-  return {{"bench", "sgemm"}, {"size", size}, {"threads", strata::thread_count()},
-          {"median_ms", med * 1e3}, {"gflops", 2.0 * size * size * static_cast<double>(size) / med / 1e9},
-          {"blas", strata::blas_description()}};
+  const strata::cpu::MatmulSettings s = strata::cpu::matmul_settings();
+  return {{"bench", "sgemm"}, {"m", m}, {"n", n}, {"k", k}, {"trans_a", trans_a}, {"trans_b", trans_b},
+          {"bf16_b", bf16_b},
+          {"threads", strata::thread_count()},
+          {"matmul", strata::cpu::matmul_impl_name(s.impl)}, {"compute_dtype", strata::cpu::compute_dtype_name(s.dtype)},
+          {"median_ms", med * 1e3}, {"gflops", 2.0 * m * n * static_cast<double>(k) / med / 1e9},
+          {"implementation", strata::cpu::matmul_description()}, {"blas", strata::blas_description()}};
 }
 
 }  // namespace
@@ -99,6 +115,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int threads = 0;
   app.add_option("--threads", threads, "worker threads (0: OMP_NUM_THREADS or all cores)");
+  std::string matmul = "auto", compute_dtype = "fp32";
+  app.add_option("--matmul", matmul, "onednn, openblas, reference or auto (oneDNN where built)")->capture_default_str();
+  app.add_option("--compute-dtype", compute_dtype, "fp32 or bf16 matrix-product inputs")->capture_default_str();
 
   std::string model = "tiny";
   int vocab = 0, batch = 4, seq_len = 64, steps = 10, warmup = 2;
@@ -112,10 +131,18 @@ int main(int argc, char** argv) {
   step->add_option("--warmup", warmup, "unmeasured steps first")->capture_default_str();
   step->add_flag("--profile", profile, "add per-operation milliseconds per step");
 
-  int size = 2048, repeats = 5;
-  CLI::App* sgemm = app.add_subcommand("sgemm", "OpenBLAS sgemm rate on size^3");
+  int size = 2048, repeats = 5, gm = 0, gn = 0, gk = 0;
+  CLI::App* sgemm = app.add_subcommand("sgemm", "the matmul seam's rate on size^3, or on m x n x k");
   sgemm->add_option("--size", size, "matrix size")->capture_default_str();
+  sgemm->add_option("--m", gm, "rows of A and C (with --n and --k instead of --size)");
+  sgemm->add_option("--n", gn, "columns of C");
+  sgemm->add_option("--k", gk, "the inner dimension");
+  bool ta = false, tb = true;
+  sgemm->add_option("--trans-a", ta, "A stored k x m (1) or m x k (0)")->capture_default_str();
+  sgemm->add_option("--trans-b", tb, "B stored n x k (1) or k x n (0)")->capture_default_str();
   sgemm->add_option("--repeats", repeats, "measured repeats")->capture_default_str();
+  bool bf16_b = false;
+  sgemm->add_flag("--bf16-b", bf16_b, "hand B over as a bf16 copy, as the model's weights are under bf16 compute");
 
   strata::QuantBenchSettings quant_settings;
   CLI::App* quant = app.add_subcommand("quant", "block quantization kernels on one thread against memcpy, and a block sweep");
@@ -156,8 +183,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     strata::set_thread_count(threads);
+    strata::cpu::set_matmul(strata::cpu::matmul_settings_from(matmul, compute_dtype));
     if (*step) fmt::print("{}\n", bench_step(model, vocab, batch, seq_len, steps, warmup, profile).dump());
-    if (*sgemm) fmt::print("{}\n", bench_sgemm(size, repeats).dump());
+    if (*sgemm) {
+      const bool shaped = gm > 0 && gn > 0 && gk > 0;
+      fmt::print("{}\n", bench_sgemm(shaped ? gm : size, shaped ? gn : size, shaped ? gk : size, repeats, ta, tb, bf16_b).dump());
+    }
     if (*quant) strata::bench_quant(quant_settings);
     if (*plans) strata::bench_plans(plan_settings);
     if (*overlap) strata::bench_overlap(overlap_settings);

@@ -11,28 +11,60 @@ def human(b):
     return f"{b:.0f} B"
 
 
+MODE_NAMES = {("openblas", "fp32"): "fp32, OpenBLAS", ("onednn", "fp32"): "fp32, oneDNN",
+              ("onednn", "bf16"): "bf16 compute, oneDNN", ("openblas", "bf16"): "bf16 compute, OpenBLAS",
+              ("reference", "fp32"): "fp32, reference loops"}
+
+
+def mode_name(r):
+    return MODE_NAMES.get((r.get("matmul", "openblas"), r.get("compute_dtype", "fp32")),
+                          f"{r.get('matmul')} {r.get('compute_dtype')}")
+
+
 def single_process(rows):
-    sgemm = next((r for r in rows if r["bench"] == "sgemm"), None)
+    sgemm = [r for r in rows if r["bench"] == "sgemm"]
     strata = [r for r in rows if r["bench"] == "step"]
-    torch = {(r["model"], r["batch"], r["seq_len"]): r for r in rows if r["bench"] == "torch_step"}
+    torch = [r for r in rows if r["bench"] == "torch_step"]
     if not sgemm or not strata:
         return
-    print(f"BLAS: {sgemm['blas']}")
-    print(f"sgemm 2048^3, {sgemm['threads']} threads: {sgemm['gflops']:.1f} GFLOP/s (median of 7)\n")
-    print("Training step, one process, fp32 (FLOPs/token = 6N + 12LCT, N = parameters without the position table)")
-    print(f"{'model':<10} {'B':>2} {'T':>4} | {'Strata ms':>10} {'tok/s':>8} | {'PyTorch ms':>10} {'tok/s':>8} | "
-          f"{'Strata/PyTorch':>14} | {'Strata GFLOP/s':>14} {'of sgemm':>8}")
-    for s in strata:
-        t = torch.get((s["model"], s["batch"], s["seq_len"]))
-        ratio = f"{s['tokens_per_s'] / t['tokens_per_s']:>13.2f}x" if t else f"{'-':>14}"
-        tms = f"{t['median_ms']:>10.1f} {t['tokens_per_s']:>8.1f}" if t else f"{'-':>10} {'-':>8}"
-        print(f"{s['model']:<10} {s['batch']:>2} {s['seq_len']:>4} | {s['median_ms']:>10.1f} {s['tokens_per_s']:>8.1f} | "
-              f"{tms} | {ratio} | {s['model_gflops']:>14.1f} {s['model_gflops'] / sgemm['gflops']:>7.0%}")
+    print(f"BLAS: {sgemm[0]['blas']}")
+    for r in sgemm:
+        if r["m"] == r["n"] == r["k"]:
+            print(f"  {mode_name(r):<22} {r['m']}^3: {r['gflops']:7.1f} GFLOP/s  ({r['implementation']})")
+    print()
+
+    def kernel(s):  # the c_attn-shaped product of the step's own mode and shape
+        m = s["batch"] * s["seq_len"]
+        return next((r for r in sgemm if r["m"] == m and r["k"] != r["m"] and mode_name(r) == mode_name(s)
+                     and r["n"] == 3 * r["k"]), None)
+
+    print("Training step, one process (FLOPs/token = 6N + 12LCT, N = parameters without the position table);")
+    print("'of kernel': model FLOP/s over the same mode's rate on the model's c_attn product (B*T x 3C x C)")
+    header = (f"{'model':<10} {'B':>2} {'T':>4} | {'mode':<22} | {'ms/step':>8} {'tok/s':>8} | {'GFLOP/s':>8} "
+              f"{'kernel':>7} {'of kernel':>9} | {'vs Strata fp32 OpenBLAS':>23} | {'vs PyTorch same dtype':>21}")
+    print(header)
+    for model, batch, seq_len in dict.fromkeys((s["model"], s["batch"], s["seq_len"]) for s in strata):
+        same = [s for s in strata if (s["model"], s["batch"], s["seq_len"]) == (model, batch, seq_len)]
+        peers = {t.get("compute_dtype", "fp32"): t for t in torch
+                 if (t["model"], t["batch"], t["seq_len"]) == (model, batch, seq_len)}
+        base = next((s for s in same if mode_name(s) == "fp32, OpenBLAS"), None)
+        for s in same:
+            k = kernel(s)
+            peer = peers.get(s.get("compute_dtype", "fp32"))
+            vs_base = f"{s['tokens_per_s'] / base['tokens_per_s']:>22.2f}x" if base else f"{'-':>23}"
+            vs_peer = f"{s['tokens_per_s'] / peer['tokens_per_s']:>20.2f}x" if peer else f"{'-':>21}"
+            kr = f"{k['gflops']:>7.0f} {s['model_gflops'] / k['gflops']:>8.0%}" if k else f"{'-':>7} {'-':>9}"
+            print(f"{model:<10} {batch:>2} {seq_len:>4} | {'Strata ' + mode_name(s):<22.22} | {s['median_ms']:>8.1f} "
+                  f"{s['tokens_per_s']:>8.1f} | {s['model_gflops']:>8.1f} {kr} | {vs_base} | {vs_peer}")
+        for dtype, t in peers.items():
+            label = "PyTorch fp32" if dtype == "fp32" else "PyTorch bf16 autocast"
+            print(f"{model:<10} {batch:>2} {seq_len:>4} | {label:<22} | {t['median_ms']:>8.1f} {t['tokens_per_s']:>8.1f} | "
+                  f"{'':>8} {'':>7} {'':>9} | {'':>23} | {'':>21}")
     print("\nStrata per-operation profile, ms per step:")
     for s in strata:
         prof = s["profile_ms"]
         parts = ", ".join(f"{k} {v:.1f}" for k, v in sorted(prof.items(), key=lambda kv: -kv[1]) if v >= 0.05)
-        print(f"  {s['model']}: {parts}")
+        print(f"  {s['model']} ({mode_name(s)}): {parts}")
 
 
 def plans(rows):

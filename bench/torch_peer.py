@@ -32,6 +32,7 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--compute-dtype", default="fp32", choices=["fp32", "bf16"])
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -43,7 +44,8 @@ def main():
     for step in range(args.warmup + args.steps):
         tokens = torch.randint(0, vocab, (args.batch, args.seq_len + 1))
         start = time.perf_counter()
-        _, loss = model(tokens[:, :-1], tokens[:, 1:])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.compute_dtype == "bf16"):
+            _, loss = model(tokens[:, :-1], tokens[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -52,7 +54,7 @@ def main():
             times.append(time.perf_counter() - start)
     median = statistics.median(times)
     print(json.dumps({"bench": "torch_step", "model": args.model, "batch": args.batch, "seq_len": args.seq_len,
-                      "threads": torch.get_num_threads(), "torch": torch.__version__, "median_ms": median * 1e3,
+                      "threads": torch.get_num_threads(), "compute_dtype": args.compute_dtype, "torch": torch.__version__, "median_ms": median * 1e3,
                       "tokens_per_s": args.batch * args.seq_len / median, "steps": args.steps}))
 
 

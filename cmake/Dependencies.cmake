@@ -26,6 +26,23 @@ target_link_libraries(strata_openblas INTERFACE "${STRATA_OPENBLAS_LIBRARY}")
 target_include_directories(strata_openblas SYSTEM INTERFACE "${STRATA_OPENBLAS_INCLUDE}")
 message(STATUS "Strata BLAS: ${STRATA_OPENBLAS_LIBRARY}")
 
+# oneDNN (libdnnl-dev), optional: the default matmul where it is found; OpenBLAS otherwise, and the
+# build says so. STRATA_WITH_ONEDNN=OFF builds without it even where it is installed.
+add_library(strata_onednn INTERFACE)
+if(STRATA_WITH_ONEDNN)
+  find_package(dnnl CONFIG QUIET)
+endif()
+if(dnnl_FOUND)
+  target_link_libraries(strata_onednn INTERFACE DNNL::dnnl)
+  target_compile_definitions(strata_onednn INTERFACE STRATA_HAVE_ONEDNN)
+  message(STATUS "Strata matmul: oneDNN ${dnnl_VERSION} (default), OpenBLAS and the reference loops")
+elseif(NOT STRATA_WITH_ONEDNN)
+  message(STATUS "Strata matmul: oneDNN left out (STRATA_WITH_ONEDNN=OFF): OpenBLAS (default) and the reference loops")
+else()
+  message(STATUS "Strata matmul: oneDNN not found (scripts/setup installs libdnnl-dev): OpenBLAS (default) and the "
+                 "reference loops only")
+endif()
+
 # xxHash (checkpoint checksums), found by header and library.
 find_path(STRATA_XXHASH_INCLUDE NAMES xxhash.h)
 find_library(STRATA_XXHASH_LIBRARY NAMES xxhash)

@@ -14,6 +14,7 @@
 #include "core/format_units.hpp"
 #include "core/threads.hpp"
 #include "comm/agreement.hpp"
+#include "model/cpu/gemm.hpp"
 #include "train/engine_setup.hpp"
 #include "train/output_policy.hpp"
 #include "train/calibration.hpp"
@@ -28,6 +29,7 @@ struct CalibrateState {
   std::string out = "calibrated-cluster.toml";
   bool force = false;
   int threads = 0;
+  std::string matmul = "auto", compute_dtype = "fp32";
 };
 
 void print_calibration(const Calibration& c, const std::string& path) {
@@ -115,6 +117,7 @@ void run_calibrate(CalibrateState st) {
   std::string problem;
   try {
     STRATA_REQUIRE(st.threads >= 0, "--threads must not be negative (got {})", st.threads);
+    cpu::set_matmul(cpu::matmul_settings_from(st.matmul, st.compute_dtype));
     topology = std::make_unique<Topology>(resolve_topology(st.topology, world.world_size()));
     // Rank 0 writes the file: a path it cannot write is refused before anything is measured.
     if (root) require_output(st.out, "--out", calibrated_cluster_output(), {st.settings.device_from}, st.force);
@@ -160,6 +163,13 @@ void add_calibrate_command(CLI::App& app) {
   c->add_option("--threads", st->threads,
                  "worker threads per rank, as strata train's --threads (0: OMP_NUM_THREADS, else the host's cores "
                  "divided among its ranks)")
+      ->capture_default_str();
+  c->add_option("--matmul", st->matmul,
+                "what computes the matrix products, as strata train's --matmul: auto, onednn, openblas or reference")
+      ->capture_default_str();
+  c->add_option("--compute-dtype", st->compute_dtype,
+                "matrix-product inputs, as strata train's --compute-dtype: fp32 or bf16 (calibrate with the mode you "
+                "will train in: the stage rates differ)")
       ->capture_default_str();
   c->add_flag("--force", st->force,
               "replace the --out file even when it is not an earlier calibrated cluster file, the --device file or in "

@@ -76,6 +76,14 @@ std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
        "worker threads per rank for kernels and BLAS (0: OMP_NUM_THREADS, else the host's cores divided among its "
        "ranks)",
        &c.threads},
+      {"matmul", "run",
+       "what computes the matrix products: onednn, openblas, reference (plain loops, the check for the others) or "
+       "auto (oneDNN where this build has it, else OpenBLAS)",
+       &c.matmul},
+      {"compute-dtype", "run",
+       "matrix-product inputs: fp32, or bf16 with fp32 accumulation and output, as torch.autocast (layer norms, "
+       "softmax, GELU, the loss, gradients, AdamW and the master weights stay fp32; independent of --dtype)",
+       &c.compute_dtype},
       {"val-every", "run", "validate every N steps and after the last (0: never)", &c.val_every},
       {"val-batches", "run", "batches per validation", &c.val_batches},
       {"log-every", "run", "print a step line every N steps", &c.log_every},

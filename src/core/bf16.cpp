@@ -8,6 +8,11 @@ void fp32_to_bf16(bf16* out, const float* in, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = to_bf16(in[i]);
 }
 
+void fp32_to_bf16_serial(bf16* out, const float* in, std::size_t n) {
+#pragma omp simd
+  for (std::size_t i = 0; i < n; ++i) out[i] = to_bf16(in[i]);
+}
+
 void bf16_to_fp32(float* out, const bf16* in, std::size_t n) {
 #pragma omp parallel for simd schedule(static)
   for (std::size_t i = 0; i < n; ++i) out[i] = from_bf16(in[i]);

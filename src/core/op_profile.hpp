@@ -11,12 +11,12 @@ namespace strata {
 
 enum class Op {
   kMatmulForward, kMatmulBackward, kAttentionForward, kAttentionBackward, kLayerNorm, kGelu, kCrossEntropy,
-  kEmbedding, kResidual, kOptimizer, kGradNorm, kCount
+  kEmbedding, kResidual, kOptimizer, kGradNorm, kWorkingCopy, kCount
 };
 
 constexpr std::array<std::string_view, static_cast<std::size_t>(Op::kCount)> kOpNames = {
     "matmul_fwd", "matmul_bwd", "attn_fwd", "attn_bwd", "layernorm", "gelu", "cross_entropy",
-    "embedding", "residual", "adamw", "grad_norm"};
+    "embedding", "residual", "adamw", "grad_norm", "bf16_copy"};
 
 class OpProfile {
  public:

@@ -3,7 +3,9 @@
 
 #include <cmath>
 
+#include "core/bf16.hpp"
 #include "core/op_profile.hpp"
+#include "model/cpu/gemm.hpp"
 #include "model/init.hpp"
 #include "engine/checkpoint_format.hpp"
 #include "optim/grad_norm.hpp"
@@ -21,13 +23,31 @@ LocalEngine::LocalEngine(const GptConfig& config, int batch, int seq_len, std::u
 
 float LocalEngine::forward_backward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
                                     float loss_scale) {
-  const float loss = gpt_.forward(params_, inputs, targets);
-  gpt_.backward(params_, grads_, loss_scale);
+  const auto working = working_bf16();
+  const float loss = gpt_.forward(params_, inputs, targets, working);
+  gpt_.backward(params_, grads_, loss_scale, working);
   return loss;
 }
 
 float LocalEngine::evaluate(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
-  return gpt_.forward(params_, inputs, targets);
+  return gpt_.forward(params_, inputs, targets, working_bf16());
+}
+
+std::span<const bf16* const> LocalEngine::working_bf16() {
+  if (cpu::matmul_settings().dtype != cpu::ComputeDType::kBF16) return {};
+  if (working_bf16_stale_) {
+    const OpScope scope(Op::kWorkingCopy);
+    working_bf16_.resize(layout().unit_count());
+    working_bf16_units_.resize(layout().unit_count());
+    for (std::size_t u = 0; u < layout().unit_count(); ++u) {
+      const std::size_t n = layout().unit(u).numel;
+      if (working_bf16_[u].size() != n) working_bf16_[u] = AlignedBuffer<bf16>(n);
+      fp32_to_bf16(working_bf16_[u].data(), params_.unit(u), n);
+      working_bf16_units_[u] = working_bf16_[u].data();
+    }
+    working_bf16_stale_ = false;
+  }
+  return working_bf16_units_;
 }
 
 double LocalEngine::grad_norm() {
@@ -41,11 +61,15 @@ double LocalEngine::grad_norm() {
 
 bool LocalEngine::optimizer_step(const UpdateOperands& update) {
   const OpScope scope(Op::kOptimizer);
+  // A current bf16 working copy is kept current by the update itself.
+  const bool keep_working = !working_bf16_stale_ && !working_bf16_.empty();
   for (std::size_t u = 0; u < layout().unit_count(); ++u) {
     const UnitLayout& unit = layout().unit(u);
     adamw_update_unit_slice(unit, Range{0, unit.numel}, params_.unit(u), grads_.unit(u), m_.unit(u), v_.unit(u),
-                            update.hyper, static_cast<float>(update.lr), update.step, update.grad_scale);
+                            update.hyper, static_cast<float>(update.lr), update.step, update.grad_scale,
+                            keep_working ? working_bf16_[u].data() : nullptr);
   }
+  working_bf16_stale_ = !keep_working;
   return update.stop_requested;  // the only rank
 }
 
@@ -69,6 +93,7 @@ void LocalEngine::load_checkpoint(const CheckpointReader& reader) {
     reader.read("adam_m", unit, 0, n, m_.unit(u));
     reader.read("adam_v", unit, 0, n, v_.unit(u));
   }
+  working_bf16_stale_ = true;
 }
 
 CheckpointRun LocalEngine::checkpoint_run() const {

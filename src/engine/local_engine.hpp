@@ -18,7 +18,11 @@ class LocalEngine final : public TrainingEngine {
 
   const ModelLayout& layout() const { return gpt_.layout(); }
   Gpt& gpt() { return gpt_; }
-  UnitBuffers& params() { return params_; }
+  // Writable access may change the weights: the bf16 working copy is remade before it is next used.
+  UnitBuffers& params() {
+    working_bf16_stale_ = true;
+    return params_;
+  }
   UnitBuffers& grads() { return grads_; }
   UnitBuffers& adam_m() { return m_; }
   UnitBuffers& adam_v() { return v_; }
@@ -36,8 +40,15 @@ class LocalEngine final : public TrainingEngine {
   std::string description() const override { return "single-process reference"; }
 
  private:
+  // Each unit's bf16 working copy under --compute-dtype bf16 (empty otherwise), remade from the
+  // fp32 weights once after they change, so the products of every micro-batch read it unconverted.
+  std::span<const bf16* const> working_bf16();
+
   Gpt gpt_;
   UnitBuffers params_, grads_, m_, v_;
+  std::vector<AlignedBuffer<bf16>> working_bf16_;
+  std::vector<const bf16*> working_bf16_units_;
+  bool working_bf16_stale_ = true;
 };
 
 }  // namespace strata

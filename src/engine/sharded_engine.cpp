@@ -204,6 +204,7 @@ void ShardedEngine::release_buffer(const BufferEffect& b) {
       STRATA_CHECK(u.weights != WeightResidency::kGathering, "unit {} is released while its gather is in flight", b.unit);
       scheduled_.release(std::move(u.compute));
       scheduled_.release(std::move(u.staging));
+      u.working_bf16 = nullptr;
       u.weights = WeightResidency::kSharded;
       break;
     case BufferKind::kSecondary:
@@ -309,6 +310,7 @@ std::function<void()> ShardedEngine::gather_task(const ScheduleOp& op) {
   }
   STRATA_CHECK(staging == (wt == DType::kF32 ? 0 : u.padded * dtype_size(wt)),
                "the schedule stages {} bytes for the {} gather of unit {}", staging, dtype_name(wt), op.unit);
+  if (wt == DType::kBF16) u.working_bf16 = static_cast<const bf16*>(stage);  // read only after the wait
   return [this, spec, phase, from, from_len, stage, compute, padded, wt] {
     comm_.meter().set_phase(phase);
     start_unit_gather(comm_, spec, from, from_len, stage)->wait();
@@ -353,6 +355,7 @@ void ShardedEngine::start(const ScheduleOp& op) {
       if (op.comm.empty()) {
         // Replicated weights: nothing to gather; bf16 ones are widened for compute.
         if (u.compute) widen_from(reinterpret_cast<float*>(u.compute->data()), u.primary.data(), u.padded, options_.weight_dtype);
+        if (options_.weight_dtype == DType::kBF16) u.working_bf16 = reinterpret_cast<const bf16*>(u.primary.data());
         return;
       }
       slot(u.gathers, op) = comm_thread_->post(task_name(op), gather_task(op));
@@ -457,6 +460,10 @@ const float* ShardedEngine::weights(int unit) {
   return reinterpret_cast<const float*>(u.primary.data());  // replicated fp32: compute in place
 }
 
+const bf16* ShardedEngine::working_bf16(int unit) {
+  return options_.bf16_working_copy ? shard(unit).working_bf16 : nullptr;
+}
+
 // Where the table says this backward op writes the unit's gradient (schedule/op_effects): its
 // unit-gradient buffer, or the gradient shard in place.
 float* ShardedEngine::gradient_target(const ScheduleOp& op, int unit) {
@@ -495,11 +502,14 @@ int nth_unit(const std::vector<int>& units, std::size_t i, const ScheduleOp& op,
 void ShardedEngine::compute(const ScheduleOp& op, const SegmentOperands& x) {
   STRATA_CHECK(x.tokens.size() == gpt_.tokens_per_batch() && x.targets.size() == gpt_.tokens_per_batch(),
                "{} with {} tokens for a micro-batch of {}", op_kind_name(op.kind), x.tokens.size(), gpt_.tokens_per_batch());
-  const auto w = [&](std::size_t i) { return weights(nth_unit(op.weight_units, i, op, "weight")); };
+  const auto w = [&](std::size_t i) {
+    const int unit = nth_unit(op.weight_units, i, op, "weight");
+    return UnitWeights(weights(unit), working_bf16(unit));
+  };
   const auto g = [&](std::size_t i) { return gradient_target(op, nth_unit(op.grad_units, i, op, "gradient")); };
   if (op.kind == OpKind::kForward) {
     switch (op.stage) {
-      case ComputeStage::kEmbedding: gpt_.embedding_forward(w(0), x.tokens); break;
+      case ComputeStage::kEmbedding: gpt_.embedding_forward(w(0).f32, x.tokens); break;
       case ComputeStage::kBlock: gpt_.block_forward(op.layer, w(0)); break;
       case ComputeStage::kHead: break;  // returns the loss: see local()
       case ComputeStage::kNone: break;
@@ -507,7 +517,7 @@ void ShardedEngine::compute(const ScheduleOp& op, const SegmentOperands& x) {
     return;
   }
   switch (op.stage) {
-    case ComputeStage::kHead: gpt_.head_backward(w(0), w(1), g(0), g(1), x.loss_scale); break;
+    case ComputeStage::kHead: gpt_.head_backward(w(0).f32, w(1), g(0), g(1), x.loss_scale); break;
     case ComputeStage::kBlock:
       // The last block: the next block's gather is already in flight there.
       STRATA_REQUIRE(!(comm_.rank() == options_.fail_rank && steps_before_ + steps_run_ == options_.fail_step &&
@@ -541,8 +551,9 @@ void ShardedEngine::local(const ScheduleOp& op, const SegmentOperands& x, Segmen
     case OpKind::kForward:
       if (op.stage == ComputeStage::kHead) {
         compute(op, x);  // the token check
+        const int embedding = nth_unit(op.weight_units, 1, op, "weight");
         results.local_loss = gpt_.head_forward(weights(nth_unit(op.weight_units, 0, op, "weight")),
-                                               weights(nth_unit(op.weight_units, 1, op, "weight")), x.targets);
+                                               UnitWeights(weights(embedding), working_bf16(embedding)), x.targets);
         return;
       }
       compute(op, x);

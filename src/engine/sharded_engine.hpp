@@ -51,6 +51,9 @@ struct ShardedEngineOptions : StepOptions {
   // job-wide abort (STRATA_INJECT_FAILURE). -1: off.
   int fail_rank = -1, fail_step = -1;
   bool record_timeline = false;  // keep every op's and every collective's span (timeline())
+  // bf16 compute reads a bf16 gather's staging copy instead of converting the weights per product
+  // (false: convert anyway; the tests compare the two for equal bits).
+  bool bf16_working_copy = true;
   bool validate = kValidateSchedulesByDefault;  // check the schedules when the engine is made
   // 0: run each segment in list order. Otherwise a seeded random order that respects the
   // dependencies (the same on every rank): a test that the dependencies are complete.
@@ -167,6 +170,7 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   void local(const ScheduleOp& op, const SegmentOperands& operands, SegmentResults& results);
   std::function<void()> gather_task(const ScheduleOp& op);
   const float* weights(int unit);
+  const bf16* working_bf16(int unit);  // the unit's gathered bf16 copy, where bf16 compute may read it
   float* gradient_target(const ScheduleOp& op, int unit);  // where op writes the unit's gradient
   float* unit_gradient(int unit);                          // the unit-gradient buffer (allocated)
   void compute(const ScheduleOp& op, const SegmentOperands& operands);

@@ -10,6 +10,7 @@
 
 #include "comm/communicator.hpp"
 #include "core/aligned_buffer.hpp"
+#include "core/bf16.hpp"
 #include "core/dtype.hpp"
 #include "engine/scratch_pool.hpp"
 #include "engine/unit_collectives.hpp"
@@ -64,6 +65,10 @@ struct UnitShard {
   // padded working-dtype copy of an unquantized bf16 gather, widened at the wait.
   ScratchPool::Buffer staging;
   ScratchPool::Buffer secondary;  // secondary_len working-dtype elements
+  // The gathered unit in bf16 as well, where a gather leaves it so (the staging of an unquantized,
+  // unbucketed bf16 gather, or a replicated bf16 unit's primary): bf16 compute reads it unconverted.
+  // Null otherwise, and from the unit's release.
+  const bf16* working_bf16 = nullptr;
   ScratchPool::Buffer grad;       // fp32, padded: this micro-batch's unit gradient (sharded gradients)
 
   WeightResidency weights = WeightResidency::kSharded;

@@ -12,6 +12,26 @@
 
 namespace strata {
 
+namespace {
+
+// A view of a unit's bf16 copy, all null where there is none (no arithmetic on a null base).
+template <class View, class Make>
+View bf16_view(const UnitLayout& unit, const bf16* base, Make make) {
+  return base == nullptr ? View{} : make(unit, base);
+}
+
+BlockView<const bf16*> block_bf16(const UnitLayout& unit, const bf16* base) {
+  return bf16_view<BlockView<const bf16*>>(unit, base, block_view<const bf16*>);
+}
+
+EmbeddingView<const bf16*> embedding_bf16(const UnitLayout& unit, const bf16* base) {
+  return bf16_view<EmbeddingView<const bf16*>>(unit, base, embedding_view<const bf16*>);
+}
+
+const bf16* unit_bf16(std::span<const bf16* const> units, std::size_t u) { return units.empty() ? nullptr : units[u]; }
+
+}  // namespace
+
 ActivationBytes Gpt::activation_bytes(const GptConfig& config, int batch, int seq_len) {
   const std::uint64_t bt = static_cast<std::uint64_t>(batch) * static_cast<std::uint64_t>(seq_len);
   const std::uint64_t c = static_cast<std::uint64_t>(config.n_embd);
@@ -97,38 +117,41 @@ void Gpt::embedding_forward(const float* embedding_unit, std::span<const std::in
   cpu::embedding_forward(encoded_.data(), tokens_.data(), e.wte, e.wpe, batch_, seq_len_, config().n_embd);
 }
 
-void Gpt::block_forward(int layer, const float* block_unit) {
+void Gpt::block_forward(int layer, UnitWeights block_unit) {
   const int bt = static_cast<int>(tokens_per_batch());
   const int c = config().n_embd;
-  const auto w = block_view(layout_.unit(layout_.block_unit(layer)), block_unit);
+  const auto& unit = layout_.unit(layout_.block_unit(layer));
+  const auto w = block_view(unit, block_unit.f32);
+  const auto w16 = block_bf16(unit, block_unit.bf16_copy);
   LayerActivations& a = layers_[static_cast<std::size_t>(layer)];
   const float* x = layer_input(layer);
 
   cpu::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w.ln1_w, w.ln1_b, bt, c);
-  cpu::matmul_forward(a.qkv.data(), a.ln1.data(), w.qkv_w, w.qkv_b, bt, c, 3 * c);
+  cpu::matmul_forward(a.qkv.data(), a.ln1.data(), w.qkv_w, w.qkv_b, bt, c, 3 * c, w16.qkv_w);
   cpu::attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), batch_, seq_len_, c, config().n_head);
-  cpu::matmul_forward(proj_.data(), a.atty.data(), w.attn_proj_w, w.attn_proj_b, bt, c, c);
+  cpu::matmul_forward(proj_.data(), a.atty.data(), w.attn_proj_w, w.attn_proj_b, bt, c, c, w16.attn_proj_w);
   cpu::add(a.residual2.data(), x, proj_.data(), a.residual2.size());
   cpu::layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.residual2.data(), w.ln2_w,
                          w.ln2_b, bt, c);
-  cpu::matmul_forward(a.fch.data(), a.ln2.data(), w.fc_w, w.fc_b, bt, c, 4 * c);
+  cpu::matmul_forward(a.fch.data(), a.ln2.data(), w.fc_w, w.fc_b, bt, c, 4 * c, w16.fc_w);
   cpu::gelu_forward(a.fch_gelu.data(), a.fch.data(), a.fch.size());
-  cpu::matmul_forward(proj_.data(), a.fch_gelu.data(), w.fc_proj_w, w.fc_proj_b, bt, 4 * c, c);
+  cpu::matmul_forward(proj_.data(), a.fch_gelu.data(), w.fc_proj_w, w.fc_proj_b, bt, 4 * c, c, w16.fc_proj_w);
   cpu::add(a.output.data(), a.residual2.data(), proj_.data(), a.output.size());
 }
 
-float Gpt::head_forward(const float* final_norm_unit, const float* embedding_unit,
-                        std::span<const std::int32_t> targets) {
+float Gpt::head_forward(const float* final_norm_unit, UnitWeights embedding_unit, std::span<const std::int32_t> targets) {
   STRATA_REQUIRE(targets.size() == targets_.size(), "expected {} target tokens, got {}", targets_.size(),
                  targets.size());
   std::copy(targets.begin(), targets.end(), targets_.begin());
   const int bt = static_cast<int>(tokens_per_batch());
   const int c = config().n_embd;
   const auto f = final_norm_view(layout_.unit(layout_.final_norm_unit()), final_norm_unit);
-  const auto e = embedding_view(layout_.unit(ModelLayout::kEmbeddingUnit), embedding_unit);
+  const auto& embed_unit = layout_.unit(ModelLayout::kEmbeddingUnit);
+  const auto e = embedding_view(embed_unit, embedding_unit.f32);
+  const auto e16 = embedding_bf16(embed_unit, embedding_unit.bf16_copy);
   cpu::layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), layer_input(config().n_layer), f.lnf_w,
                          f.lnf_b, bt, c);
-  cpu::matmul_forward(logits_.data(), lnf_.data(), e.wte, nullptr, bt, c, config().padded_vocab_size());
+  cpu::matmul_forward(logits_.data(), lnf_.data(), e.wte, nullptr, bt, c, config().padded_vocab_size(), e16.wte);
   cpu::cross_entropy_forward(losses_.data(), lse_.data(), logits_.data(), targets_.data(), bt, config().vocab_size,
                              config().padded_vocab_size());
   double sum = 0.0;
@@ -136,7 +159,7 @@ float Gpt::head_forward(const float* final_norm_unit, const float* embedding_uni
   return static_cast<float>(sum / bt);
 }
 
-void Gpt::head_backward(const float* final_norm_unit, const float* embedding_unit, float* final_norm_grad,
+void Gpt::head_backward(const float* final_norm_unit, UnitWeights embedding_unit, float* final_norm_grad,
                         float* embedding_grad, float loss_scale) {
   const int bt = static_cast<int>(tokens_per_batch());
   const int c = config().n_embd;
@@ -145,38 +168,42 @@ void Gpt::head_backward(const float* final_norm_unit, const float* embedding_uni
   const auto& embed_unit = layout_.unit(ModelLayout::kEmbeddingUnit);
   const auto f = final_norm_view(final_unit, final_norm_unit);
   const auto df = final_norm_view(final_unit, final_norm_grad);
-  const auto e = embedding_view(embed_unit, embedding_unit);
+  const auto e = embedding_view(embed_unit, embedding_unit.f32);
+  const auto e16 = embedding_bf16(embed_unit, embedding_unit.bf16_copy);
   const auto de = embedding_view(embed_unit, embedding_grad);
 
   cpu::cross_entropy_backward(logits_.data(), lse_.data(), targets_.data(), bt, config().vocab_size, vp,
                               loss_scale / static_cast<float>(bt));
-  cpu::matmul_backward(dln_.data(), de.wte, nullptr, logits_.data(), lnf_.data(), e.wte, bt, c, vp);
+  cpu::matmul_backward(dln_.data(), de.wte, nullptr, logits_.data(), lnf_.data(), e.wte, bt, c, vp, e16.wte);
   dresidual_.fill_zero();
   cpu::layernorm_backward(dresidual_.data(), df.lnf_w, df.lnf_b, dln_.data(), layer_input(config().n_layer),
                           f.lnf_w, lnf_mean_.data(), lnf_rstd_.data(), bt, c);
 }
 
-void Gpt::block_backward(int layer, const float* block_unit, float* block_grad) {
+void Gpt::block_backward(int layer, UnitWeights block_unit, float* block_grad) {
   const int bt = static_cast<int>(tokens_per_batch());
   const int c = config().n_embd;
   const auto& unit = layout_.unit(layout_.block_unit(layer));
-  const auto w = block_view(unit, block_unit);
+  const auto w = block_view(unit, block_unit.f32);
+  const auto w16 = block_bf16(unit, block_unit.bf16_copy);
   const auto g = block_view(unit, block_grad);
   LayerActivations& a = layers_[static_cast<std::size_t>(layer)];
   const float* x = layer_input(layer);
   float* dres = dresidual_.data();  // d(output) on entry, d(input) on exit
 
   // MLP branch: output = residual2 + fc_proj(gelu(fc(ln2(residual2))))
-  cpu::matmul_backward(dfch_.data(), g.fc_proj_w, g.fc_proj_b, dres, a.fch_gelu.data(), w.fc_proj_w, bt, 4 * c, c);
+  cpu::matmul_backward(dfch_.data(), g.fc_proj_w, g.fc_proj_b, dres, a.fch_gelu.data(), w.fc_proj_w, bt, 4 * c, c,
+                       w16.fc_proj_w);
   cpu::gelu_backward(dfch_.data(), a.fch.data(), dfch_.data(), dfch_.size());
-  cpu::matmul_backward(dln_.data(), g.fc_w, g.fc_b, dfch_.data(), a.ln2.data(), w.fc_w, bt, c, 4 * c);
+  cpu::matmul_backward(dln_.data(), g.fc_w, g.fc_b, dfch_.data(), a.ln2.data(), w.fc_w, bt, c, 4 * c, w16.fc_w);
   cpu::layernorm_backward(dres, g.ln2_w, g.ln2_b, dln_.data(), a.residual2.data(), w.ln2_w, a.ln2_mean.data(),
                           a.ln2_rstd.data(), bt, c);
   // Attention branch: residual2 = x + attn_proj(attention(qkv(ln1(x))))
-  cpu::matmul_backward(datty_.data(), g.attn_proj_w, g.attn_proj_b, dres, a.atty.data(), w.attn_proj_w, bt, c, c);
+  cpu::matmul_backward(datty_.data(), g.attn_proj_w, g.attn_proj_b, dres, a.atty.data(), w.attn_proj_w, bt, c, c,
+                       w16.attn_proj_w);
   cpu::attention_backward(dqkv_.data(), datty_.data(), a.qkv.data(), a.att.data(), batch_, seq_len_, c,
                           config().n_head);
-  cpu::matmul_backward(dln_.data(), g.qkv_w, g.qkv_b, dqkv_.data(), a.ln1.data(), w.qkv_w, bt, c, 3 * c);
+  cpu::matmul_backward(dln_.data(), g.qkv_w, g.qkv_b, dqkv_.data(), a.ln1.data(), w.qkv_w, bt, c, 3 * c, w16.qkv_w);
   cpu::layernorm_backward(dres, g.ln1_w, g.ln1_b, dln_.data(), x, w.ln1_w, a.ln1_mean.data(), a.ln1_rstd.data(),
                           bt, c);
 }
@@ -186,18 +213,21 @@ void Gpt::embedding_backward(float* embedding_grad) {
   cpu::embedding_backward(de.wte, de.wpe, dresidual_.data(), tokens_.data(), batch_, seq_len_, config().n_embd);
 }
 
-float Gpt::forward(const UnitBuffers& params, std::span<const std::int32_t> tokens,
-                   std::span<const std::int32_t> targets) {
+float Gpt::forward(const UnitBuffers& params, std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
+                   std::span<const bf16* const> params_bf16) {
+  const auto weights = [&](std::size_t u) { return UnitWeights(params.unit(u), unit_bf16(params_bf16, u)); };
   embedding_forward(params.unit(ModelLayout::kEmbeddingUnit), tokens);
-  for (int l = 0; l < config().n_layer; ++l) block_forward(l, params.unit(layout_.block_unit(l)));
-  return head_forward(params.unit(layout_.final_norm_unit()), params.unit(ModelLayout::kEmbeddingUnit), targets);
+  for (int l = 0; l < config().n_layer; ++l) block_forward(l, weights(layout_.block_unit(l)));
+  return head_forward(params.unit(layout_.final_norm_unit()), weights(ModelLayout::kEmbeddingUnit), targets);
 }
 
-void Gpt::backward(const UnitBuffers& params, UnitBuffers& grads, float loss_scale) {
-  head_backward(params.unit(layout_.final_norm_unit()), params.unit(ModelLayout::kEmbeddingUnit),
+void Gpt::backward(const UnitBuffers& params, UnitBuffers& grads, float loss_scale,
+                   std::span<const bf16* const> params_bf16) {
+  const auto weights = [&](std::size_t u) { return UnitWeights(params.unit(u), unit_bf16(params_bf16, u)); };
+  head_backward(params.unit(layout_.final_norm_unit()), weights(ModelLayout::kEmbeddingUnit),
                 grads.unit(layout_.final_norm_unit()), grads.unit(ModelLayout::kEmbeddingUnit), loss_scale);
   for (int l = config().n_layer - 1; l >= 0; --l) {
-    block_backward(l, params.unit(layout_.block_unit(l)), grads.unit(layout_.block_unit(l)));
+    block_backward(l, weights(layout_.block_unit(l)), grads.unit(layout_.block_unit(l)));
   }
   embedding_backward(grads.unit(ModelLayout::kEmbeddingUnit));
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/aligned_buffer.hpp"
+#include "core/bf16.hpp"
 #include "model/gpt_config.hpp"
 #include "model/parameter_layout.hpp"
 #include "model/unit_buffers.hpp"
@@ -22,6 +23,16 @@ struct ActivationBytes {
   std::uint64_t rest = 0;
   std::uint64_t layer_input = 0;  // one block's input (what recomputation would keep per block)
   std::uint64_t total(int n_layer) const { return per_layer * static_cast<std::uint64_t>(n_layer) + rest; }
+};
+
+// A unit's weights as the matrix products read them: the fp32 buffer, and where the engine holds
+// one, its bf16 working copy (to_bf16 of each element), which --compute-dtype bf16 reads instead
+// of converting the weights for every product. Converts from a bare fp32 pointer.
+struct UnitWeights {
+  UnitWeights(const float* f32_values) : f32(f32_values) {}  // NOLINT(google-explicit-constructor)
+  UnitWeights(const float* f32_values, const bf16* bf16_values) : f32(f32_values), bf16_copy(bf16_values) {}
+  const float* f32;
+  const bf16* bf16_copy = nullptr;
 };
 
 class Gpt {
@@ -40,25 +51,26 @@ class Gpt {
 
   // Forward, in order: embedding, blocks 0..L-1, head. Pointers are a unit's full flat buffer.
   void embedding_forward(const float* embedding_unit, std::span<const std::int32_t> tokens);
-  void block_forward(int layer, const float* block_unit);
+  void block_forward(int layer, UnitWeights block_unit);
   // Final norm, tied LM head and cross-entropy; returns the mean loss over the batch.
-  float head_forward(const float* final_norm_unit, const float* embedding_unit,
-                     std::span<const std::int32_t> targets);
+  float head_forward(const float* final_norm_unit, UnitWeights embedding_unit, std::span<const std::int32_t> targets);
 
   // Backward, in reverse order: head, blocks L-1..0, embedding. Gradients are added into the grad
   // buffers; the loss gradient is loss_scale * d(mean loss) (1 / grad_accum for accumulation).
   // The tied token table receives the head's gradient here and the lookup's in
   // embedding_backward: one gradient buffer, no copy.
-  void head_backward(const float* final_norm_unit, const float* embedding_unit, float* final_norm_grad,
+  void head_backward(const float* final_norm_unit, UnitWeights embedding_unit, float* final_norm_grad,
                      float* embedding_grad, float loss_scale);
-  void block_backward(int layer, const float* block_unit, float* block_grad);
+  void block_backward(int layer, UnitWeights block_unit, float* block_grad);
   // Needs no weights: the lookup's gradient only depends on the tokens.
   void embedding_backward(float* embedding_grad);
 
-  // The whole model held in one process.
-  float forward(const UnitBuffers& params, std::span<const std::int32_t> tokens,
-                std::span<const std::int32_t> targets);
-  void backward(const UnitBuffers& params, UnitBuffers& grads, float loss_scale);
+  // The whole model held in one process; params_bf16, where not empty, holds each unit's bf16
+  // working copy.
+  float forward(const UnitBuffers& params, std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
+                std::span<const bf16* const> params_bf16 = {});
+  void backward(const UnitBuffers& params, UnitBuffers& grads, float loss_scale,
+                std::span<const bf16* const> params_bf16 = {});
 
   // Valid between head_forward and head_backward: (batch * seq_len, padded_vocab) logits.
   const float* logits() const { return logits_.data(); }

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 
+#include "core/bf16.hpp"
 #include "core/range.hpp"
 #include "model/parameter_layout.hpp"
 
@@ -16,14 +17,16 @@ struct AdamWHyper {
 };
 
 // One update of n elements in place. step counts from 1; grad_scale multiplies each gradient
-// first (the clipping coefficient).
+// first (the clipping coefficient). param_bf16, where given, receives to_bf16 of each updated
+// parameter in the same pass (the bf16 working copy, kept without reading the weights again).
 void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n, const AdamWHyper& hyper,
-                  float lr, int step, float grad_scale, bool decay);
+                  float lr, int step, float grad_scale, bool decay, bf16* param_bf16 = nullptr);
 
 // Updates the elements [slice.begin, slice.end) of a unit; the pointers address element
 // slice.begin. Weight decay applies where the unit's tensors ask for it; elements past the
 // unit's end (shard padding) are left alone.
 void adamw_update_unit_slice(const UnitLayout& unit, Range slice, float* param, const float* grad, float* m,
-                             float* v, const AdamWHyper& hyper, float lr, int step, float grad_scale);
+                             float* v, const AdamWHyper& hyper, float lr, int step, float grad_scale,
+                             bf16* param_bf16 = nullptr);
 
 }  // namespace strata

@@ -18,6 +18,7 @@
 #include "core/median.hpp"
 #include "core/stopwatch.hpp"
 #include "core/threads.hpp"
+#include "model/cpu/gemm.hpp"
 #include "model/gpt.hpp"
 #include "model/init.hpp"
 #include "engine/sharded_engine.hpp"
@@ -367,8 +368,10 @@ Calibration calibrate(Communicator& comm, const CalibrationSettings& s) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   c.name = "calibrated";
-  c.description = fmt::format("measured by strata calibrate on {} ({} ranks, {}; {} micro-batch {} x {})", host,
-                              comm.world_size(), t.to_string(), s.model, s.batch, seq_len);
+  const cpu::MatmulSettings mm = cpu::matmul_settings();
+  c.description = fmt::format("measured by strata calibrate on {} ({} ranks, {}; {} micro-batch {} x {}; matmul {} {})",
+                              host, comm.world_size(), t.to_string(), s.model, s.batch, seq_len,
+                              cpu::matmul_impl_name(mm.impl), cpu::compute_dtype_name(mm.dtype));
   c.dtype = "f32";
   if (!s.device_from.empty()) {
     const ClusterModel earlier = ClusterModel::load(s.device_from);

@@ -16,6 +16,7 @@
 #include "core/threads.hpp"
 #include "engine/local_engine.hpp"
 #include "engine/sharded_engine.hpp"
+#include "model/cpu/gemm.hpp"
 #include "model/gpt.hpp"
 #include "schedule/counting_executor.hpp"
 #include "schedule/step_schedule.hpp"
@@ -152,6 +153,7 @@ EngineSetup plan_engine(const TrainConfig& config, int world) {
 void connect_engine(EngineSetup& setup, const TrainConfig& config, const CommunicatorFactory& make_comm,
                     int ranks_on_host) {
   set_thread_count(worker_threads(config.threads, ranks_on_host));
+  cpu::set_matmul(cpu::matmul_settings_from(config.matmul, config.compute_dtype));
   if (setup.sharded()) resolve_auto_overlap(setup.options, thread_count(), ranks_on_host);
   const GptConfig model = config.model_config();
   const auto seed = static_cast<std::uint64_t>(config.seed);

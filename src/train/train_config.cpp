@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "model/cpu/gemm.hpp"
 
 namespace strata {
 
@@ -70,6 +71,7 @@ void TrainConfig::validate() const {
                  val_fraction);
   STRATA_REQUIRE(builtin_bytes >= 1024, "builtin-bytes must be at least 1024 (got {})", builtin_bytes);
   STRATA_REQUIRE(threads >= 0, "threads must not be negative (got {})", threads);
+  cpu::matmul_settings_from(matmul, compute_dtype);  // refuses unknown names and onednn without oneDNN
   STRATA_REQUIRE(val_every >= 0, "val-every must not be negative (0 turns validation off; got {})", val_every);
   STRATA_REQUIRE(val_batches >= 1, "val-batches must be at least 1 (got {})", val_batches);
   STRATA_REQUIRE(log_every >= 1, "log-every must be at least 1 (got {})", log_every);

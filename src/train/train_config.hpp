@@ -52,6 +52,8 @@ struct TrainConfig {
   // Run.
   std::int64_t seed = 1337;
   int threads = 0;  // 0: OMP_NUM_THREADS or all cores
+  std::string matmul = "auto";         // onednn, openblas, reference, or auto: oneDNN where the build has it
+  std::string compute_dtype = "fp32";  // matrix-product inputs: fp32, or bf16 with fp32 accumulation
   int val_every = 100;
   int val_batches = 10;
   int log_every = 1;

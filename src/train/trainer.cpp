@@ -21,6 +21,7 @@
 #include "core/exit_codes.hpp"
 #include "core/median.hpp"
 #include "core/path_checks.hpp"
+#include "model/cpu/gemm.hpp"
 #include "train/engine_setup.hpp"
 #include "train/output_policy.hpp"
 #include "core/stopwatch.hpp"
@@ -186,6 +187,7 @@ void Trainer::resume(TrainingEngine& engine, Communicator& comm, std::ostream& o
 
 void Trainer::print_header(TrainingEngine& engine, std::ostream& out, const std::vector<std::string>& notes) const {
   fmt::print(out, "blas: {}\n", blas_description());
+  fmt::print(out, "matmul: {}\n", cpu::matmul_description());
   fmt::print(out, "model: {} | L {} C {} heads {} vocab {} (padded {}) context {}\n", model_.name, model_.n_layer,
              model_.n_embd, model_.n_head, model_.vocab_size, model_.padded_vocab_size(), model_.context_length);
   fmt::print(out, "parameters: {} ({} stored with the padded vocabulary)\n", model_.parameter_count(),

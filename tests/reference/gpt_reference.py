@@ -1,6 +1,7 @@
 """Independent PyTorch reference for Strata's GPT-2: builds the model with torch.nn and autograd,
 and writes one case file (a Strata tensor archive) per configuration holding the weights, the
-batches, the loss, logits and every parameter gradient of one micro-batch, and the losses and
+batches, the loss, logits and every parameter gradient of one micro-batch (in fp32, and under
+torch.autocast with bf16), and the losses and
 final weights of 5 AdamW steps with gradient accumulation, clipping, weight-decay groups and the
 warmup + cosine schedule. The C++ test tests/unit/test_gpt_vs_torch.cpp loads these files.
 
@@ -143,6 +144,17 @@ def build_case(case, out_dir):
     out["logits"] = logits.detach().numpy().copy()
     for pname, p in model.named_parameters():
         out[f"grad.{strata_name(pname)}"] = p.grad.numpy().copy()
+    model.zero_grad(set_to_none=True)
+
+    # The same micro-batch under bf16 autocast (matmul inputs in bf16, as Strata's
+    # --compute-dtype bf16; PyTorch also keeps the matmul outputs in bf16, which Strata does not).
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits, loss = model(inputs[0], targets[0])
+    loss.float().backward()
+    out["bf16.loss"] = np.array(loss.item(), dtype=np.float64)
+    out["bf16.logits"] = logits.detach().float().numpy().copy()
+    for pname, p in model.named_parameters():
+        out[f"bf16.grad.{strata_name(pname)}"] = p.grad.float().numpy().copy()
     model.zero_grad(set_to_none=True)
 
     # 5 AdamW steps: accumulation, clipping (max norm below the observed norms, so it acts),

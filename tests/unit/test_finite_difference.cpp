@@ -6,13 +6,14 @@
 // quotient is accurate to about h^2 |L'''| + eps_double |L| / h ~ 1e-8, so what is measured is the
 // fp32 gradient's own error, about 1e-6 of |g| (see test_gpt_vs_torch). The bound,
 // |g.d - fd| <= 1e-4 |g| |d|, leaves two orders of margin yet fails on any real mistake (a
-// missing term is O(|g|)).
+// missing term is O(|g|)). Run with each matmul implementation.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "core/rng.hpp"
+#include "support/matmul_scope.hpp"
 #include "support/naive_gpt_double.hpp"
 #include "engine/local_engine.hpp"
 
@@ -21,7 +22,11 @@ namespace {
 
 using testing::naive_gpt_loss;
 
-TEST(FiniteDifference, TinyConfigEveryTensorAlongRandomDirections) {
+class FiniteDifference : public ::testing::TestWithParam<cpu::MatmulImpl> {};
+
+TEST_P(FiniteDifference, TinyConfigEveryTensorAlongRandomDirections) {
+  STRATA_SKIP_WITHOUT(GetParam());
+  const testing::MatmulScope matmul(GetParam(), cpu::ComputeDType::kF32);
   const GptConfig config = GptConfig::preset("tiny");
   const int batch = 2, seq_len = 12;
   LocalEngine engine(config, batch, seq_len, 7);
@@ -85,8 +90,11 @@ TEST(FiniteDifference, TinyConfigEveryTensorAlongRandomDirections) {
       }
     }
   }
-  std::printf("worst |g.d - fd| / |g| = %.2e\n", worst);
+  std::printf("%s: worst |g.d - fd| / |g| = %.2e\n", cpu::matmul_impl_name(GetParam()).c_str(), worst);
 }
+
+INSTANTIATE_TEST_SUITE_P(Matmul, FiniteDifference, ::testing::ValuesIn(testing::every_matmul_impl()),
+                         [](const auto& info) { return cpu::matmul_impl_name(info.param); });
 
 }  // namespace
 }  // namespace strata

@@ -1,4 +1,5 @@
-// Linear-layer kernels: the matrix products go to OpenBLAS, bias handling stays vectorized here.
+// Linear-layer kernels: the matrix products go through the matmul seam (model/cpu/gemm), bias
+// handling stays vectorized here.
 #include "model/cpu/matmul.hpp"
 
 #include "core/op_profile.hpp"
@@ -7,28 +8,30 @@
 #include <cstddef>
 #include <cstring>
 
-#include "core/blas.hpp"
+#include "model/cpu/gemm.hpp"
 
 namespace strata::cpu {
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int rows, int c,
-                    int oc) {
+                    int oc, const bf16* weight_bf16) {
   const OpScope scope(Op::kMatmulForward);
   float beta = 0.0f;
   if (bias != nullptr) {
-    // Seed each output row with the bias and let sgemm add the product (beta = 1).
+    // Seed each output row with the bias and let the product be added to it (beta = 1).
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; ++r) std::memcpy(out + static_cast<std::size_t>(r) * oc, bias, sizeof(float) * oc);
     beta = 1.0f;
   }
-  gemm(Transpose::kNo, Transpose::kYes, rows, oc, c, 1.0f, inp, c, weight, c, beta, out, oc);
+  cpu::gemm(Transpose::kNo, Transpose::kYes, rows, oc, c, 1.0f, inp, c, weight, c, beta, out, oc, {}, weight_bf16);
 }
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int rows, int c, int oc) {
+                     const float* weight, int rows, int c, int oc, const bf16* weight_bf16) {
   const OpScope scope(Op::kMatmulBackward);
-  if (dinp != nullptr) gemm(Transpose::kNo, Transpose::kNo, rows, c, oc, 1.0f, dout, oc, weight, c, 0.0f, dinp, c);
-  gemm(Transpose::kYes, Transpose::kNo, oc, c, rows, 1.0f, dout, oc, inp, c, 1.0f, dweight, c);
+  if (dinp != nullptr) {
+    cpu::gemm(Transpose::kNo, Transpose::kNo, rows, c, oc, 1.0f, dout, oc, weight, c, 0.0f, dinp, c, {}, weight_bf16);
+  }
+  cpu::gemm(Transpose::kYes, Transpose::kNo, oc, c, rows, 1.0f, dout, oc, inp, c, 1.0f, dweight, c);
   if (dbias != nullptr) {
     constexpr int kBlock = 256;
     const int blocks = (oc + kBlock - 1) / kBlock;
