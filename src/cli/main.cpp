@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/exit_codes.hpp"
+#include "core/stop_signals.hpp"
 #include "cli/calibrate_command.hpp"
 #include "cli/checkpoint_commands.hpp"
 #include "cli/models_command.hpp"
@@ -37,6 +38,7 @@ void hint_renamed_flags(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  strata::route_stop_signals_to_a_watcher();  // before MPI, OpenMP or oneDNN make a thread
   strata::MpiRuntime mpi(&argc, &argv);
   const bool root = strata::MpiRuntime::world_rank() == 0;
   CLI::App app{"strata: sharded data-parallel training of GPT models, partitioned along the machine's "

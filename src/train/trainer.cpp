@@ -21,6 +21,7 @@
 #include "core/exit_codes.hpp"
 #include "core/median.hpp"
 #include "core/path_checks.hpp"
+#include "core/stop_signals.hpp"
 #include "model/cpu/gemm.hpp"
 #include "train/engine_setup.hpp"
 #include "train/output_policy.hpp"
@@ -33,43 +34,6 @@
 namespace strata {
 
 namespace {
-
-// The signal that asked for a stop (0: none). SIGINT and SIGTERM (Ctrl-C, kill), and SIGUSR1 and
-// SIGUSR2, which mpirun forwards to the ranks without killing them and Slurm sends ahead of a
-// time limit (--signal=USR1@120): each means "save at the end of this step and stop".
-std::atomic<int> g_stop_signal{0};
-
-extern "C" void request_stop(int signal) { g_stop_signal = signal; }
-
-constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
-
-const char* signal_name(int signal) {
-  switch (signal) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    case SIGUSR1: return "SIGUSR1";
-    case SIGUSR2: return "SIGUSR2";
-    default: return "a signal";
-  }
-}
-
-// Installs the stop handlers for the life of a run and restores the previous ones, also when the
-// run ends with an exception.
-class StopSignals {
- public:
-  StopSignals() {
-    g_stop_signal = 0;
-    for (std::size_t i = 0; i < std::size(kStopSignals); ++i) previous_[i] = std::signal(kStopSignals[i], request_stop);
-  }
-  ~StopSignals() {
-    for (std::size_t i = 0; i < std::size(kStopSignals); ++i) std::signal(kStopSignals[i], previous_[i]);
-  }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-
- private:
-  void (*previous_[std::size(kStopSignals)])(int) = {};
-};
 
 TokenData load_data(const TrainConfig& config, const std::string& path, int vocab) {
   if (path == "builtin") {
@@ -274,7 +238,7 @@ TrainSummary Trainer::run(TrainingEngine& engine, Communicator& comm, std::ostre
   std::ostream null_stream(nullptr);
   std::ostream& out = rank_ == 0 ? console : null_stream;
   // From before the resume: a signal during set-up still means "stop cleanly", never a kill.
-  const StopSignals signals;
+  const StopRequests signals;
   resume(engine, comm, out);
   {
     std::string problem;
@@ -351,7 +315,7 @@ TrainSummary Trainer::train_steps(TrainingEngine& engine, Communicator& comm, st
         },
         inputs, targets,
         [&] {
-          signal_here = g_stop_signal;
+          signal_here = StopRequests::received();
           return signal_here != 0;
         });
     const double seconds = watch.seconds();
@@ -373,7 +337,7 @@ TrainSummary Trainer::train_steps(TrainingEngine& engine, Communicator& comm, st
     if (signalled || (stop_here && record.step < config_.steps)) {
       fmt::print(out, "stopping after step {} ({})\n", record.step,
                  !signalled         ? std::string("--stop-after")
-                 : signal_here != 0 ? fmt::format("signal received: {}", signal_name(signal_here))
+                 : signal_here != 0 ? fmt::format("signal received: {}", stop_signal_name(signal_here))
                                     : std::string("signal received by another rank"));
       summary.interrupted = true;
       save(engine, comm, record.step, out);
