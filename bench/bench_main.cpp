@@ -2,6 +2,7 @@
 //   strata_bench step  --model M [--batch B --seq-len T --steps N --warmup W --threads K --profile]
 //   strata_bench sgemm [--size N | --m M --n N --k K --trans-a 0|1 --trans-b 0|1] [--bf16-b] [--repeats R]
 //   (every subcommand: --matmul onednn|openblas|reference, --compute-dtype fp32|bf16)
+//   strata_bench sample --model M [--tokens N --no-cache] (strata sample's tokens per second)
 //   strata_bench quant [--mib M --repeats R] (one thread; memcpy, each kernel per path, block sweep)
 //   mpirun -np 8 strata_bench plans --model M --topology T [--plans 'a;b;...'] (one line per plan)
 //   mpirun -np 2 strata_bench overlap [--models a,b --plan P] (per model: overlap off, then on)
@@ -25,6 +26,8 @@
 #include "core/threads.hpp"
 #include "model/cpu/gemm.hpp"
 #include "engine/local_engine.hpp"
+#include "model/init.hpp"
+#include "train/sampling.hpp"
 #include "train/train_step.hpp"
 
 namespace {
@@ -107,6 +110,28 @@ nlohmann::json bench_sgemm(int m, int n, int k, int repeats, bool trans_a, bool 
           {"implementation", strata::cpu::matmul_description()}, {"blas", strata::blas_description()}};
 }
 
+// strata sample's speed on freshly initialised weights of a preset: `tokens` new tokens after a
+// one-token prompt, greedy, with the key/value cache or recomputing the context for every token.
+nlohmann::json bench_sample(const std::string& model, int tokens, bool cache) {
+  const strata::GptConfig config = strata::GptConfig::preset(model);
+  const strata::ModelLayout layout(config);
+  strata::UnitBuffers weights(layout);
+  for (std::size_t u = 0; u < layout.unit_count(); ++u) strata::init_unit(layout, u, 1, weights.unit(u));
+  strata::SampleSettings settings;
+  settings.tokens = tokens;
+  settings.top_k = 1;
+  settings.cache = cache;
+  strata::Rng rng(1);
+  const std::vector<std::int32_t> prompt = {0};
+  strata::generate(config, weights, prompt, {1, 1, 0, cache}, rng);  // warm-up: threads, primitives
+  strata::Stopwatch watch;
+  const auto out = strata::generate(config, weights, prompt, settings, rng);
+  const double seconds = watch.seconds();
+  return {{"bench", "sample"}, {"model", model}, {"tokens", out.size()}, {"cache", cache},
+          {"threads", strata::thread_count()}, {"seconds", seconds},
+          {"tokens_per_s", static_cast<double>(out.size()) / seconds}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -143,6 +168,13 @@ int main(int argc, char** argv) {
   sgemm->add_option("--repeats", repeats, "measured repeats")->capture_default_str();
   bool bf16_b = false;
   sgemm->add_flag("--bf16-b", bf16_b, "hand B over as a bf16 copy, as the model's weights are under bf16 compute");
+
+  int sample_tokens = 64;
+  bool no_cache = false;
+  CLI::App* sample = app.add_subcommand("sample", "strata sample's tokens per second on a preset (greedy)");
+  sample->add_option("--model", model, "model preset")->capture_default_str();
+  sample->add_option("--tokens", sample_tokens, "new tokens after a one-token prompt")->capture_default_str();
+  sample->add_flag("--no-cache", no_cache, "recompute the whole context for every token");
 
   strata::QuantBenchSettings quant_settings;
   CLI::App* quant = app.add_subcommand("quant", "block quantization kernels on one thread against memcpy, and a block sweep");
@@ -185,6 +217,7 @@ int main(int argc, char** argv) {
     strata::set_thread_count(threads);
     strata::cpu::set_matmul(strata::cpu::matmul_settings_from(matmul, compute_dtype));
     if (*step) fmt::print("{}\n", bench_step(model, vocab, batch, seq_len, steps, warmup, profile).dump());
+    if (*sample) fmt::print("{}\n", bench_sample(model, sample_tokens, !no_cache).dump());
     if (*sgemm) {
       const bool shaped = gm > 0 && gn > 0 && gk > 0;
       fmt::print("{}\n", bench_sgemm(shaped ? gm : size, shaped ? gn : size, shaped ? gk : size, repeats, ta, tb, bf16_b).dump());

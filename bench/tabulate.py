@@ -60,6 +60,16 @@ def single_process(rows):
             label = "PyTorch fp32" if dtype == "fp32" else "PyTorch bf16 autocast"
             print(f"{model:<10} {batch:>2} {seq_len:>4} | {label:<22} | {t['median_ms']:>8.1f} {t['tokens_per_s']:>8.1f} | "
                   f"{'':>8} {'':>7} {'':>9} | {'':>23} | {'':>21}")
+    samples = [r for r in rows if r["bench"] == "sample"]
+    if samples:
+        print("\nstrata sample (greedy, one-token prompt):")
+        for r in samples:
+            how = "key/value cache" if r["cache"] else "recomputing the context"
+            print(f"  {r['model']}, {r['threads']} thread(s), {r['tokens']} tokens, {how}: {r['tokens_per_s']:.1f} tokens/s")
+        cached = next((r for r in samples if r["cache"]), None)
+        full = next((r for r in samples if not r["cache"]), None)
+        if cached and full:
+            print(f"  the cache: {cached['tokens_per_s'] / full['tokens_per_s']:.1f}x")
     print("\nStrata per-operation profile, ms per step:")
     for s in strata:
         prof = s["profile_ms"]

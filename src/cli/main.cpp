@@ -13,6 +13,7 @@
 #include "core/stop_signals.hpp"
 #include "cli/calibrate_command.hpp"
 #include "cli/checkpoint_commands.hpp"
+#include "cli/sample_command.hpp"
 #include "cli/models_command.hpp"
 #include "cli/option_table.hpp"
 #include "cli/plan_command.hpp"
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   strata::add_plan_command(app);
   strata::add_calibrate_command(app);
   strata::add_checkpoint_commands(app);
+  strata::add_sample_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

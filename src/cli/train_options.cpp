@@ -84,6 +84,11 @@ std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
        "matrix-product inputs: fp32, or bf16 with fp32 accumulation and output, as torch.autocast (layer norms, "
        "softmax, GELU, the loss, gradients, AdamW and the master weights stay fp32; independent of --dtype)",
        &c.compute_dtype},
+      {"sample-every", "run",
+       "print a sample of the model every N steps, as llm.c does (top-k 40 from a newline, or token 0 without a "
+       "byte vocabulary; the weights are gathered from every rank; 0: never)",
+       &c.sample_every},
+      {"sample-tokens", "run", "tokens per sample of --sample-every", &c.sample_tokens},
       {"val-every", "run", "validate every N steps and after the last (0: never)", &c.val_every},
       {"val-batches", "run", "batches per validation", &c.val_batches},
       {"log-every", "run", "print a step line every N steps", &c.log_every},

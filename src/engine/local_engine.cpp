@@ -96,6 +96,14 @@ void LocalEngine::load_checkpoint(const CheckpointReader& reader) {
   working_bf16_stale_ = true;
 }
 
+UnitBuffers LocalEngine::whole_weights() {
+  UnitBuffers copy(layout());
+  for (std::size_t u = 0; u < layout().unit_count(); ++u) {
+    std::copy(params_.unit(u), params_.unit(u) + layout().unit(u).numel, copy.unit(u));
+  }
+  return copy;
+}
+
 CheckpointRun LocalEngine::checkpoint_run() const {
   CheckpointRun run;
   run.engine = "single-process";

@@ -37,6 +37,7 @@ class LocalEngine final : public TrainingEngine {
   std::vector<CheckpointPiece> checkpoint_pieces() override;
   void load_checkpoint(const CheckpointReader& reader) override;
   CheckpointRun checkpoint_run() const override;
+  UnitBuffers whole_weights() override;
   std::string description() const override { return "single-process reference"; }
 
  private:

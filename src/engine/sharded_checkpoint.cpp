@@ -25,6 +25,15 @@ std::vector<float> ShardedEngine::gather_master(int unit) {
   return full;
 }
 
+UnitBuffers ShardedEngine::whole_weights() {
+  UnitBuffers whole(layout());
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    const std::vector<float> unit = gather_master(static_cast<int>(u));
+    std::copy(unit.begin(), unit.end(), whole.unit(u));
+  }
+  return whole;
+}
+
 std::vector<CheckpointPiece> ShardedEngine::checkpoint_pieces() {
   flush();  // the pieces are read on this thread while nothing is in flight
   const Topology& t = comm_.topology();

@@ -155,6 +155,7 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   // The full fp32 master weights of a unit (unpadded), gathered over the optimizer levels.
   // Collective.
   std::vector<float> gather_master(int unit);
+  UnitBuffers whole_weights() override;
 
  private:
   UnitShard& shard(int unit) { return *units_.at(static_cast<std::size_t>(unit)); }

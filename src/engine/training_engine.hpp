@@ -2,6 +2,8 @@
 // reference engine, or a sharded engine whose ranks each hold a part.
 #pragma once
 
+#include "model/unit_buffers.hpp"
+
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -58,6 +60,9 @@ class TrainingEngine {
   virtual void load_checkpoint(const CheckpointReader& reader) = 0;
   // The run's description for the manifest (completed_steps left for the caller).
   virtual CheckpointRun checkpoint_run() const = 0;
+  // The whole model's fp32 master weights, on every rank (a collective where sharded): what
+  // sampling during training reads.
+  virtual UnitBuffers whole_weights() = 0;
 
   // One line for the run's header: what engine, plan and settings this is.
   virtual std::string description() const = 0;

@@ -72,6 +72,8 @@ void TrainConfig::validate() const {
   STRATA_REQUIRE(builtin_bytes >= 1024, "builtin-bytes must be at least 1024 (got {})", builtin_bytes);
   STRATA_REQUIRE(threads >= 0, "threads must not be negative (got {})", threads);
   cpu::matmul_settings_from(matmul, compute_dtype);  // refuses unknown names and onednn without oneDNN
+  STRATA_REQUIRE(sample_every >= 0, "sample-every must not be negative (0: never; got {})", sample_every);
+  STRATA_REQUIRE(sample_tokens >= 1, "sample-tokens must be at least 1 (got {})", sample_tokens);
   STRATA_REQUIRE(val_every >= 0, "val-every must not be negative (0 turns validation off; got {})", val_every);
   STRATA_REQUIRE(val_batches >= 1, "val-batches must be at least 1 (got {})", val_batches);
   STRATA_REQUIRE(log_every >= 1, "log-every must be at least 1 (got {})", log_every);

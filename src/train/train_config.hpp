@@ -54,6 +54,8 @@ struct TrainConfig {
   int threads = 0;  // 0: OMP_NUM_THREADS or all cores
   std::string matmul = "auto";         // onednn, openblas, reference, or auto: oneDNN where the build has it
   std::string compute_dtype = "fp32";  // matrix-product inputs: fp32, or bf16 with fp32 accumulation
+  int sample_every = 0;    // print a sample of the model every N steps (0: never)
+  int sample_tokens = 64;  // tokens per such sample
   int val_every = 100;
   int val_batches = 10;
   int log_every = 1;

@@ -24,6 +24,7 @@
 #include "core/stop_signals.hpp"
 #include "model/cpu/gemm.hpp"
 #include "train/engine_setup.hpp"
+#include "train/sampling.hpp"
 #include "train/output_policy.hpp"
 #include "core/stopwatch.hpp"
 #include "train/builtin_corpus.hpp"
@@ -288,6 +289,22 @@ void Trainer::log_step(const StepRecord& record, MetricsLog& metrics, std::ostre
   print_step(record, out);
 }
 
+void Trainer::print_sample(TrainingEngine& engine, int step, std::ostream& out) {
+  const UnitBuffers weights = engine.whole_weights();  // every rank: a collective where sharded
+  if (rank_ != 0) return;
+  const bool bytes = model_.vocab_size == ByteTokenizer::kVocabSize;
+  const std::vector<std::int32_t> prompt = {bytes ? std::int32_t{'\n'} : std::int32_t{0}};
+  SampleSettings settings;
+  settings.tokens = config_.sample_tokens;
+  settings.top_k = 40;
+  Rng rng(static_cast<std::uint64_t>(step));
+  std::string text;
+  for (const std::int32_t t : generate(model_, weights, prompt, settings, rng)) {
+    text += bytes ? std::string(1, static_cast<char>(t)) : fmt::format("{} ", t);
+  }
+  fmt::print(out, "sample {:>5}/{} | {}\n", step, config_.steps, text);
+}
+
 ValRecord Trainer::validate(TrainingEngine& engine, int step, MetricsLog& metrics, std::ostream& out) {
   const double val = validation_loss(engine);
   metrics.write({{"type", "val"}, {"step", step}, {"val_loss", val}});
@@ -330,6 +347,7 @@ TrainSummary Trainer::train_steps(TrainingEngine& engine, Communicator& comm, st
     if (val_loader_ && config_.val_every > 0 && (record.step % config_.val_every == 0 || last)) {
       summary.vals.push_back(validate(engine, record.step, metrics, out));
     }
+    if (config_.sample_every > 0 && record.step % config_.sample_every == 0) print_sample(engine, record.step, out);
     if (outcome.nonfinite) stop_on_nonfinite(outcome, record.step);
     if (config_.checkpoint_every > 0 && record.step % config_.checkpoint_every == 0 && !last) {
       save(engine, comm, record.step, out);

@@ -66,6 +66,8 @@ class Trainer {
   void print_step(const StepRecord& record, std::ostream& out);
   void log_step(const StepRecord& record, MetricsLog& metrics, std::ostream& out);  // metrics line and console
   ValRecord validate(TrainingEngine& engine, int step, MetricsLog& metrics, std::ostream& out);
+  // Prints a sample of the model (all ranks gather the weights; rank 0 generates and prints).
+  void print_sample(TrainingEngine& engine, int step, std::ostream& out);
   [[noreturn]] void stop_on_nonfinite(const StepOutcome& outcome, int step) const;
   double validation_loss(TrainingEngine& engine);
   void save(TrainingEngine& engine, Communicator& comm, int completed_steps, std::ostream& out);
