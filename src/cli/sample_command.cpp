@@ -33,27 +33,6 @@ struct SampleState {
   bool ids = false, no_cache = false;
 };
 
-std::vector<std::int32_t> parse_ids(const std::string& text) {
-  std::vector<std::int32_t> out;
-  std::size_t at = 0;
-  while (at <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, comma - at);
-    std::size_t used = 0;
-    long value = -1;
-    try {
-      value = std::stol(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    STRATA_REQUIRE(used == item.size() && !item.empty() && value >= 0 && value < (1L << 31),
-                   "--prompt-ids takes token ids separated by commas (got '{}')", item);
-    out.push_back(static_cast<std::int32_t>(value));
-    at = comma + 1;
-  }
-  return out;
-}
-
 void run_sample(const SampleState& st) {
   STRATA_REQUIRE(st.settings.tokens >= 1, "--tokens must be at least 1 (got {})", st.settings.tokens);
   STRATA_REQUIRE(st.settings.temperature >= 0.0, "--temperature must not be negative (got {})", st.settings.temperature);
@@ -73,7 +52,7 @@ void run_sample(const SampleState& st) {
   const bool bytes = !names && model.vocab_size == ByteTokenizer::kVocabSize && !st.ids;
   std::vector<std::int32_t> prompt;
   if (!st.prompt_ids.empty()) {
-    prompt = parse_ids(st.prompt_ids);
+    for (const int id : parse_int_list(st.prompt_ids, "--prompt-ids", 0)) prompt.push_back(id);
   } else if (!st.prompt.empty()) {
     STRATA_REQUIRE(model.vocab_size == ByteTokenizer::kVocabSize,
                    "--prompt is text for byte-level models (vocabulary 256); this model has {} tokens: give "

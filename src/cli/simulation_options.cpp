@@ -85,13 +85,15 @@ double parse_byte_size(const std::string& text, const std::string& what) {
   fail("{} must be a size such as 64GB, 64GiB or 1.5e9 (got '{}')", what, text);
 }
 
-std::vector<int> parse_int_list(const std::string& text, const std::string& what) {
+std::vector<int> parse_int_list(const std::string& text, const std::string& what, int minimum) {
   std::vector<int> values;
   for (const std::string& item : split_on(text, ',')) {
     int v = 0;
     const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    STRATA_REQUIRE(!item.empty() && ec == std::errc() && ptr == item.data() + item.size() && v >= 1,
-                   "{} must be a comma-separated list of positive integers (got '{}')", what, text);
+    STRATA_REQUIRE(!item.empty() && ec == std::errc() && ptr == item.data() + item.size() && v >= minimum,
+                   "{} must be a comma-separated list of {} (got '{}')", what,
+                   minimum == 1 ? std::string("positive integers") : fmt::format("integers of at least {}", minimum),
+                   text);
     values.push_back(v);
   }
   return values;

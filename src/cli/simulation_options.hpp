@@ -34,7 +34,7 @@ double parse_byte_size(const std::string& text, const std::string& what);
 // "strata,deepspeed": each a known engine profile, none twice.
 std::vector<std::string> parse_engine_list(const std::string& text);
 // "1,2,4,8"; each a positive integer.
-std::vector<int> parse_int_list(const std::string& text, const std::string& what);
+std::vector<int> parse_int_list(const std::string& text, const std::string& what, int minimum = 1);
 // Plans separated by ';', or by ',' between presets: a key=value item belongs to the plan before
 // it ("zero3,hier3,quant_weights=int8" is zero3 and hier3 with int8 weights).
 std::vector<std::string> split_plan_list(const std::string& text);
