@@ -402,6 +402,26 @@ def frontier(path):
                   + " ".join(f"{scaling[p]:>12.2f}" for p in plans))
 
 
+def quality(rows):
+    runs = [r for r in rows if r["bench"] == "quality"]
+    if not runs:
+        return
+    print("\nbf16 compute against fp32: final validation loss after 300 steps (B=8, T=64, built-in corpus)")
+    print(f"{'model':<8} {'seed':>5} | {'fp32':>7} {'bf16':>7} | {'bf16/fp32 - 1':>13}")
+    means = {}
+    for model, seed in dict.fromkeys((r["model"], r["seed"]) for r in runs):
+        loss = {r["compute_dtype"]: r["val_loss"] for r in runs if (r["model"], r["seed"]) == (model, seed)}
+        if "fp32" not in loss or "bf16" not in loss:
+            continue
+        for dtype in ("fp32", "bf16"):
+            means.setdefault(model, {}).setdefault(dtype, []).append(loss[dtype])
+        print(f"{model:<8} {seed:>5} | {loss['fp32']:>7.4f} {loss['bf16']:>7.4f} | "
+              f"{loss['bf16'] / loss['fp32'] - 1:>+13.2%}")
+    for model, m in means.items():
+        fp32, bf16 = (sum(m[d]) / len(m[d]) for d in ("fp32", "bf16"))
+        print(f"{model:<8} {'mean':>5} | {fp32:>7.4f} {bf16:>7.4f} | {bf16 / fp32 - 1:>+13.2%}  (goal: within 1%)")
+
+
 def main():
     rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
     single_process(rows)
@@ -413,6 +433,7 @@ def main():
     generalise(rows)
     cluster(rows, sys.argv[2] if len(sys.argv) > 2 else "")
     cluster_overlap(rows)
+    quality(rows)
     frontier(sys.argv[3] if len(sys.argv) > 3 else "")
 
 
