@@ -1,11 +1,12 @@
-// `strata sample CKPT`: loads the whole model from a checkpoint of any plan and world size, and
-// prints samples as they are drawn: text for the byte tokenizer, GPT-2 text with llm.c's
+// `strata sample CKPT`: loads the whole model from a checkpoint of any plan and world size (or a
+// safetensors file of GPT-2 weights, as --init-from reads them), and prints samples as they are drawn: text for the byte tokenizer, GPT-2 text with llm.c's
 // tokenizer file, token ids otherwise.
 #include "cli/sample_command.hpp"
 
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 #include "model/cpu/gemm.hpp"
 #include "train/byte_tokenizer.hpp"
 #include "train/checkpoint_export.hpp"
+#include "train/pretrained_weights.hpp"
 #include "train/sampling.hpp"
 #include "train/token_names.hpp"
 
@@ -43,8 +45,21 @@ void run_sample(const SampleState& st) {
   cpu::set_matmul(cpu::matmul_settings_from(st.matmul, "fp32"));
   std::optional<TokenNames> names;
   if (!st.tokenizer.empty()) names = TokenNames::load(st.tokenizer);
-  const CheckpointReader reader = CheckpointReader::open_any(resolve_checkpoint_path(st.checkpoint));
-  const GptConfig& model = reader.model();
+  std::unique_ptr<StateSource> source;
+  GptConfig model;
+  std::string described;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(st.checkpoint, ec)) {
+    model = pretrained_shape(SafetensorsFile::open(st.checkpoint)).model;
+    auto weights = std::make_unique<PretrainedWeights>(st.checkpoint, model);
+    described = fmt::format("{} ({})", st.checkpoint, weights->shape().layout);
+    source = std::move(weights);
+  } else {
+    auto reader = std::make_unique<CheckpointReader>(CheckpointReader::open_any(resolve_checkpoint_path(st.checkpoint)));
+    model = reader->model();
+    described = fmt::format("{} (after step {})", reader->dir(), reader->completed_steps());
+    source = std::move(reader);
+  }
   if (names) {
     STRATA_REQUIRE(names->vocab_size() >= model.vocab_size, "tokenizer '{}' names {} tokens; the model has {}",
                    st.tokenizer, names->vocab_size(), model.vocab_size);
@@ -66,13 +81,13 @@ void run_sample(const SampleState& st) {
   for (const std::int32_t t : prompt) {
     STRATA_REQUIRE(t < model.vocab_size, "prompt token {} is outside the model's vocabulary of {}", t, model.vocab_size);
   }
-  const UnitBuffers weights = checkpoint_weights(reader);
+  const UnitBuffers weights = read_whole_weights(*source, model);
   const auto show = [&](std::int32_t t) -> std::string {
     if (names) return names->name(t);
     if (bytes) return std::string(1, static_cast<char>(t));
     return fmt::format("{} ", t);
   };
-  std::fprintf(stderr, "sample: %s (after step %d): %s, %s%s\n", reader.dir().c_str(), reader.run().completed_steps,
+  std::fprintf(stderr, "sample: %s: %s, %s%s\n", described.c_str(),
                model.name.c_str(), st.settings.cache ? "key/value cache" : "recomputing the context",
                st.settings.top_k == 1 || st.settings.temperature == 0.0 ? ", greedy" : "");
   Rng rng(static_cast<std::uint64_t>(st.seed));
@@ -104,7 +119,8 @@ void add_sample_command(CLI::App& app) {
   CLI::App* c = app.add_subcommand(
       "sample", "Generate text from a checkpoint of any plan and world size (one process; a key/value cache makes each "
                 "new token cost one token's forward).");
-  c->add_option("checkpoint", st->checkpoint, "a step directory, or a checkpoint directory (its newest complete one)")
+  c->add_option("checkpoint", st->checkpoint, "a step directory, a checkpoint directory (its newest complete one), or a safetensors file of GPT-2 "
+                "weights (Hugging Face's or nanoGPT's layout)")
       ->required();
   c->add_option("--prompt", st->prompt, "text to continue, for byte-level models (default: a newline)");
   c->add_option("--prompt-ids", st->prompt_ids,

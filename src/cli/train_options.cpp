@@ -5,7 +5,15 @@ namespace strata {
 
 std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
   return {
-      {"model", "model", "model preset: tiny, small, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m, or custom", &c.model},
+      {"model", "model",
+       "model preset: tiny, small, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m, or custom (empty: tiny, or the shape "
+       "of --init-from's file)",
+       &c.model},
+      {"init-from", "model",
+       "start from GPT-2 weights in a safetensors file (Hugging Face's layout, with or without 'transformer.', or "
+       "nanoGPT's as strata export writes): the shape comes from the file, Adam's moments start at zero, every rank "
+       "reads only its shards; a checkpoint found by --resume wins",
+       &c.init_from},
       {"n-layer", "model", "transformer blocks (0: the preset's)", &c.shape.n_layer},
       {"n-embd", "model", "embedding width C (0: the preset's)", &c.shape.n_embd},
       {"n-head", "model", "attention heads; must divide n-embd (0: the preset's)", &c.shape.n_head},

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/checkpoint_manifest.hpp"
+#include "engine/state_source.hpp"
 #include "model/parameter_layout.hpp"
 
 namespace strata {
@@ -39,7 +40,7 @@ void write_manifest(const std::string& dir, const ModelLayout& layout, const Che
 // saying why not otherwise.
 std::string incomplete_reason(const std::string& dir);
 
-class CheckpointReader {
+class CheckpointReader : public StateSource {
  public:
   // Refuses, naming the file and the field, a directory that is not a complete checkpoint of this
   // format and version: a manifest that does not match its marker's checksum, step counts that
@@ -58,7 +59,8 @@ class CheckpointReader {
   // Values of `state` of unit `unit` on [begin, end) into out (end - begin floats; zeros past the
   // unit's numel), read from every chunk that holds part of the range; each chunk read is checked
   // against its checksum and for non-finite values.
-  void read(const std::string& state, int unit, std::size_t begin, std::size_t end, float* out) const;
+  void read(const std::string& state, int unit, std::size_t begin, std::size_t end, float* out) const override;
+  int completed_steps() const override { return manifest_.run.completed_steps; }
   // Every chunk of every file read and checked; one line per file ("ok" or what is wrong).
   std::vector<std::string> verify_all() const;
   // Whether every chunk reads back; the first problem otherwise.

@@ -85,7 +85,7 @@ std::vector<CheckpointPiece> LocalEngine::checkpoint_pieces() {
   return pieces;
 }
 
-void LocalEngine::load_checkpoint(const CheckpointReader& reader) {
+void LocalEngine::load_state(const StateSource& reader) {
   for (std::size_t u = 0; u < layout().unit_count(); ++u) {
     const std::size_t n = layout().unit(u).numel;
     const int unit = static_cast<int>(u);

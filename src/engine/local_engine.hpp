@@ -35,7 +35,7 @@ class LocalEngine final : public TrainingEngine {
   double grad_norm() override;
   bool optimizer_step(const UpdateOperands& update) override;
   std::vector<CheckpointPiece> checkpoint_pieces() override;
-  void load_checkpoint(const CheckpointReader& reader) override;
+  void load_state(const StateSource& reader) override;
   CheckpointRun checkpoint_run() const override;
   UnitBuffers whole_weights() override;
   std::string description() const override { return "single-process reference"; }

@@ -55,7 +55,7 @@ std::vector<CheckpointPiece> ShardedEngine::checkpoint_pieces() {
   return pieces;
 }
 
-void ShardedEngine::load_checkpoint(const CheckpointReader& reader) {
+void ShardedEngine::load_state(const StateSource& reader) {
   flush();  // no update in flight may write the primary shards after the loaded weights
   for (std::size_t i = 0; i < units_.size(); ++i) {
     UnitShard& u = *units_[i];
@@ -72,7 +72,7 @@ void ShardedEngine::load_checkpoint(const CheckpointReader& reader) {
   weights_changed();  // every secondary copy predates the loaded weights
   micro_ = 0;
   reduced_ = false;
-  steps_before_ = reader.run().completed_steps;
+  steps_before_ = reader.completed_steps();
 }
 
 CheckpointRun ShardedEngine::checkpoint_run() const {

@@ -108,7 +108,7 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   int data_parallel_rank() const override { return comm_.rank(); }
   int data_parallel_size() const override { return comm_.world_size(); }
   std::vector<CheckpointPiece> checkpoint_pieces() override;
-  void load_checkpoint(const CheckpointReader& reader) override;
+  void load_state(const StateSource& reader) override;
   CheckpointRun checkpoint_run() const override;
   std::string description() const override;
   std::string report() override;

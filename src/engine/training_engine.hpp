@@ -54,10 +54,11 @@ class TrainingEngine {
   // Adam m and v slices in unit coordinates; a slice replicated on several ranks is written by
   // the first of them only. No collective: the caller agrees on success.
   virtual std::vector<CheckpointPiece> checkpoint_pieces() = 0;
-  // Reads this process's part of a checkpoint written with any world size or plan (each chunk
-  // checked); rebuilds the working weights from the master and invalidates every secondary copy.
-  // No collective, so a refusal on one rank can be agreed on by all.
-  virtual void load_checkpoint(const CheckpointReader& reader) = 0;
+  // Reads this process's part of a starting state: a checkpoint written with any world size or
+  // plan (each chunk checked), or pretrained weights; rebuilds the working weights from the
+  // master and invalidates every secondary copy. No collective, so a refusal on one rank can be
+  // agreed on by all.
+  virtual void load_state(const StateSource& source) = 0;
   // The run's description for the manifest (completed_steps left for the caller).
   virtual CheckpointRun checkpoint_run() const = 0;
   // The whole model's fp32 master weights, on every rank (a collective where sharded): what

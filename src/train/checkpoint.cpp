@@ -232,7 +232,7 @@ ResumePoint load_training_checkpoint(TrainingEngine& engine, Communicator& comm,
       steps = reader.run().completed_steps;
       STRATA_REQUIRE(steps <= max_steps, "checkpoint '{}' has completed {} steps, more than --steps {}", dir, steps,
                      max_steps);
-      engine.load_checkpoint(reader);
+      engine.load_state(reader);
     } catch (const Error& e) {
       problem = e.what();
     }

@@ -62,15 +62,6 @@ std::vector<ExportTensor> exported_tensors(const CheckpointReader& reader) {
   return out;
 }
 
-UnitBuffers checkpoint_weights(const CheckpointReader& reader) {
-  const ModelLayout layout(reader.model());
-  UnitBuffers weights(layout);
-  for (std::size_t u = 0; u < layout.unit_count(); ++u) {
-    reader.read("master", static_cast<int>(u), 0, layout.unit(u).numel, weights.unit(u));
-  }
-  return weights;
-}
-
 void export_safetensors(const CheckpointReader& reader, const std::string& out, bool force) {
   require_output(out, "--out", safetensors_output(), {reader.dir()}, force);
   const GptConfig& m = reader.model();

@@ -9,7 +9,6 @@
 
 #include "engine/checkpoint_format.hpp"
 #include "engine/safetensors.hpp"
-#include "model/unit_buffers.hpp"
 
 namespace strata {
 
@@ -19,8 +18,6 @@ std::string resolve_checkpoint_path(const std::string& path);
 // The full weights, "transformer.wte.weight" (the vocabulary's rows, no padding), ...,
 // "transformer.h.3.attn.c_attn.weight" (Linear layout: out x in), "transformer.ln_f.bias".
 std::vector<ExportTensor> exported_tensors(const CheckpointReader& reader);
-// The whole model's weights (the master copy), whatever world size or plan wrote them.
-UnitBuffers checkpoint_weights(const CheckpointReader& reader);
 void export_safetensors(const CheckpointReader& reader, const std::string& out, bool force = false);
 
 // The inspect report; verify: read every chunk and check it.

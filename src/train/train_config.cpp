@@ -1,16 +1,23 @@
 // Resolution and validation of training settings.
 #include "train/train_config.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
+#include <tuple>
 
 #include "core/error.hpp"
+#include "core/path_checks.hpp"
 #include "model/cpu/gemm.hpp"
+#include "train/pretrained_weights.hpp"
 
 namespace strata {
 
 GptConfig TrainConfig::model_config() const {
   GptConfig c;
-  if (model == "custom") {
+  if (model.empty()) {
+    c = GptConfig::preset("tiny");
+  } else if (model == "custom") {
     STRATA_REQUIRE(shape.n_layer > 0 && shape.n_embd > 0 && shape.n_head > 0 && shape.vocab_size > 0 &&
                        shape.context_length > 0,
                    "model 'custom' needs n-layer, n-embd, n-head, vocab-size and context-length");
@@ -27,7 +34,47 @@ GptConfig TrainConfig::model_config() const {
   return c;
 }
 
+namespace {
+
+// The model's shape from --init-from's file; --model and any size given must agree with it.
+void take_shape_from_file(TrainConfig& c) {
+  require_input_file(c.init_from, "--init-from");
+  PretrainedShape file;
+  try {
+    file = pretrained_shape(SafetensorsFile::open(c.init_from), c.shape.n_head);
+  } catch (const Error& e) {
+    fail("--init-from {}", e.what());  // each sentence starts with the quoted path
+  }
+  const GptConfig& f = file.model;
+  const auto shape_text = [](const GptConfig& m) {
+    return fmt::format("L{} C{} heads {} vocab {} context {}", m.n_layer, m.n_embd, m.n_head, m.vocab_size,
+                       m.context_length);
+  };
+  if (!c.model.empty()) {
+    const GptConfig given = c.model_config();
+    STRATA_REQUIRE(given.n_layer == f.n_layer && given.n_embd == f.n_embd && given.n_head == f.n_head &&
+                       given.vocab_size == f.vocab_size && given.context_length == f.context_length,
+                   "--model {} is {}, but --init-from '{}' holds {} (leave --model out to take the file's shape)",
+                   c.model, shape_text(given), c.init_from, shape_text(f));
+  }
+  for (const auto& [flag, given, held] :
+       {std::tuple{"n-layer", c.shape.n_layer, f.n_layer}, std::tuple{"n-embd", c.shape.n_embd, f.n_embd},
+        std::tuple{"n-head", c.shape.n_head, f.n_head}, std::tuple{"vocab-size", c.shape.vocab_size, f.vocab_size},
+        std::tuple{"context-length", c.shape.context_length, f.context_length}}) {
+    STRATA_REQUIRE(given == 0 || given == held, "--{} {} disagrees with --init-from '{}', which holds {} ({})", flag,
+                   given, c.init_from, held, shape_text(f));
+  }
+  c.model = f.name;
+  const int pad = c.shape.vocab_pad_multiple;
+  c.shape = f;
+  c.shape.vocab_pad_multiple = pad;
+}
+
+}  // namespace
+
 void TrainConfig::resolve_defaults() {
+  if (!init_from.empty()) take_shape_from_file(*this);
+  if (model.empty()) model = "tiny";
   shape = model_config();
   seq_len = resolved_seq_len();
 }

@@ -11,9 +11,11 @@ namespace strata {
 
 struct TrainConfig {
   // Model: a preset, and a shape whose non-zero fields override the preset's (the vocabulary
-  // padding always applies). model_config() is the two merged.
-  std::string model = "tiny";
+  // padding always applies). model_config() is the two merged. An empty model is "tiny", or with
+  // init_from the file's shape (resolve_defaults() reads it).
+  std::string model;
   GptConfig shape;  // sizes 0: the preset's
+  std::string init_from;  // safetensors file of GPT-2 weights to start from (empty: random initialisation)
 
   // Data.
   std::string data = "builtin";  // a path, or "builtin" for the generated corpus
@@ -72,7 +74,8 @@ struct TrainConfig {
   // Whether this run uses the sharding engine rather than the single-process reference.
   bool sharded(int world_size) const;
   int resolved_seq_len() const;
-  // Replaces every "0: from the preset" field by the value it stands for.
+  // Replaces every "0: from the preset" field by the value it stands for; with init_from, takes
+  // the model's shape from the file (refusing a --model or size that disagrees with it).
   void resolve_defaults();
   // Throws strata::Error naming the first bad setting.
   void validate() const;

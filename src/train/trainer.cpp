@@ -76,7 +76,8 @@ Trainer::Trainer(const TrainConfig& config, int rank, int world) : config_(confi
   // Every path is checked for its kind before anything is read or written.
   if (config_.data != "builtin") require_input_file(config_.data, "--data");
   if (!config_.val_data.empty()) require_input_file(config_.val_data, "--val-data");
-  const std::vector<std::string> inputs = {config_.data, config_.val_data, config_.resume, config_.save};
+  const std::vector<std::string> inputs = {config_.data, config_.val_data, config_.resume, config_.save,
+                                           config_.init_from};
   if (!config_.metrics.empty() && rank_ == 0) {
     require_output(config_.metrics, "--metrics", metrics_output(), inputs, config_.force);
   }
@@ -98,6 +99,10 @@ Trainer::Trainer(const TrainConfig& config, int rank, int world) : config_(confi
   // Checkpoint paths are checked before any step runs, so a bad one costs nothing.
   if (!config_.save.empty()) check_checkpoint_root(config_.save);
   resume_ = choose_resume(config_.resume, config_.save);
+  if (!config_.init_from.empty()) {
+    require_input_file(config_.init_from, "--init-from");
+    init_ = std::make_unique<PretrainedWeights>(config_.init_from, model_);
+  }
   // The loaders serve global batches: every rank takes its rows.
   const int global_batch = config_.batch_size * world_;
   train_loader_ = std::make_unique<BatchLoader>(train_data_.tokens, train_data_.source, global_batch, seq_len_);
@@ -143,11 +148,25 @@ void Trainer::save(TrainingEngine& engine, Communicator& comm, int completed_ste
 }
 
 void Trainer::resume(TrainingEngine& engine, Communicator& comm, std::ostream& out) {
-  if (resume_.candidates.empty()) return;
-  const ResumePoint point = load_training_checkpoint(engine, comm, ModelLayout(model_), resume_, config_.steps, out);
-  start_step_ = point.completed_steps;
-  history_.resumed_from = point.dir;
-  if (!point.dir.empty()) history_.verified.insert(point.dir);  // every chunk was read by some rank
+  if (!resume_.candidates.empty()) {
+    const ResumePoint point = load_training_checkpoint(engine, comm, ModelLayout(model_), resume_, config_.steps, out);
+    start_step_ = point.completed_steps;
+    history_.resumed_from = point.dir;
+    if (!point.dir.empty()) {
+      history_.verified.insert(point.dir);  // every chunk was read by some rank
+      return;                               // a checkpoint of the run wins over --init-from
+    }
+  }
+  if (!init_) return;
+  std::string problem;
+  try {
+    engine.load_state(*init_);  // each rank reads its own ranges
+  } catch (const Error& e) {
+    problem = e.what();
+  }
+  exit_if_any_failed(comm, problem, kExitUsage);
+  fmt::print(out, "init: weights from '{}' ({}, heads from {}); Adam's moments start at zero\n",
+             init_->path(), init_->shape().layout, init_->shape().heads_from);
 }
 
 void Trainer::print_header(TrainingEngine& engine, std::ostream& out, const std::vector<std::string>& notes) const {

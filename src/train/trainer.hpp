@@ -13,6 +13,7 @@
 #include "comm/communicator.hpp"
 #include "engine/checkpoint_format.hpp"
 #include "train/checkpoint.hpp"
+#include "train/pretrained_weights.hpp"
 #include "engine/training_engine.hpp"
 #include "train/batch_loader.hpp"
 #include "train/token_file.hpp"
@@ -84,6 +85,7 @@ class Trainer {
   std::unique_ptr<BatchLoader> train_loader_;
   std::unique_ptr<BatchLoader> val_loader_;
   ResumeChoice resume_;  // chosen during set-up, loaded by run()
+  std::unique_ptr<PretrainedWeights> init_;  // --init-from, opened and checked during set-up
   int start_step_ = 0;
   CheckpointHistory history_;
   std::vector<double> step_ms_;  // each step's milliseconds, this invocation

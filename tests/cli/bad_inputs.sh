@@ -20,6 +20,7 @@ printf 'base = "cpu"\n[device]\nefficiency = 5\n' > efficient.toml
 cp data.txt data.orig
 "$STRATA" train --steps 2 --save good "${quiet[@]}" > /dev/null
 cp -r good good.orig
+"$STRATA" export good --out good.safetensors > /dev/null
 n=0
 check() {  # check <expected exit: usage|fail> <regex> <command...>
   local want=$1 pattern=$2; shift 2
@@ -81,4 +82,9 @@ check usage "STRATA_INJECT_FAILURE=0:0 needs the sharding engine" env STRATA_INJ
 check usage "STRATA_INJECT_FAILURE=9:0 names rank 9, and the job has ranks 0 .. 1" env STRATA_INJECT_FAILURE=9:0 "${MPIRUN[@]}" 2 $S train --topology gcd:2 --plan zero3
 check usage "STRATA_INJECT_FAILURE=1:7 names step 7 \(0-based\), and the run has steps 0 .. 1" env STRATA_INJECT_FAILURE=1:7 "${MPIRUN[@]}" 2 $S train --steps 2 --topology gcd:2 --plan zero3
 check usage "STRATA_INJECT_FAILURE=1:5 names step 5 \(0-based\), and this run takes steps 0 .. 1: it would never fire" env STRATA_INJECT_FAILURE=1:5 "${MPIRUN[@]}" 2 $S train --steps 10 --stop-after 2 --topology gcd:2 --plan zero3
+check usage "--init-from 'data.txt' is not a safetensors file: its first 8 bytes give a header of" $S train --init-from data.txt
+check usage "--init-from 'adir' is a directory" $S train --init-from adir
+check usage "--model small is L4 C256 heads 4 vocab 8192 context 128, but --init-from 'good.safetensors' holds L2 C64" $S train --init-from good.safetensors --model small
+check usage "--n-embd 32 disagrees with --init-from 'good.safetensors', which holds 64" $S train --init-from good.safetensors --n-embd 32
+check usage "is not a safetensors file" "${MPIRUN[@]}" 2 $S train --topology gcd:2 --plan zero3 --init-from data.txt
 echo "ok: $n bad inputs, each refused with its sentence; no hang, no partial file, inputs unchanged"

@@ -36,6 +36,7 @@
 #include "schedule/validate.hpp"
 #include "sim/simulator.hpp"
 #include "train/checkpoint.hpp"
+#include "train/pretrained_weights.hpp"
 #include "support/matmul_scope.hpp"
 #include "support/plan_formulas.hpp"
 
@@ -85,9 +86,10 @@ struct RunResult {
 };
 
 // The single-process reference on the whole global batch; rank 0 only.
-RunResult run_reference(const RunSettings& s, int world) {
+RunResult run_reference(const RunSettings& s, int world, const StateSource* init = nullptr) {
   const GptConfig config = GptConfig::preset("tiny");
   LocalEngine engine(config, s.batch_per_rank * world, s.seq_len, s.seed);
+  if (init != nullptr) engine.load_state(*init);
   BatchLoader loader(corpus(), "corpus", s.batch_per_rank * world, s.seq_len);
   std::vector<std::int32_t> in(static_cast<std::size_t>(s.batch_per_rank * world * s.seq_len)), tgt(in.size());
   RunResult r;
@@ -941,7 +943,7 @@ TEST(World8, CheckpointsMoveBetweenPlansAndTheReference) {
   const CheckpointReader reader = CheckpointReader::open(dir, hier3.layout());
   EXPECT_EQ(reader.run().completed_steps, s.steps);
   EXPECT_EQ(reader.run().world, 8);
-  hier3.load_checkpoint(reader);
+  hier3.load_state(reader);
   EXPECT_EQ(hier3.steps_run(), 0) << "the report must count only the steps this run measured";
   for (std::size_t u = 0; u < hier3.layout().unit_count(); ++u) {
     const std::vector<float> loaded = hier3.gather_master(static_cast<int>(u));
@@ -951,11 +953,80 @@ TEST(World8, CheckpointsMoveBetweenPlansAndTheReference) {
   }
   if (world_rank() == 0) {
     LocalEngine local(GptConfig::preset("tiny"), 8, s.seq_len, 99);
-    local.load_checkpoint(reader);
+    local.load_state(reader);
     for (std::size_t u = 0; u < local.layout().unit_count(); ++u) {
       const float* p = local.params().unit(u);
       EXPECT_EQ(std::vector<float>(p, p + local.layout().unit(u).numel), trained.weights[u]) << "unit " << u;
     }
+  }
+}
+
+// A file of Hugging Face's GPT2Model layout (no "transformer." prefix, Conv1D weights stored
+// (in, out), the causal-mask buffers beside them, no n_head anywhere) holding `weights`.
+void write_hugging_face_file(const std::string& path, const ModelLayout& layout, const UnitBuffers& weights) {
+  std::vector<ExportTensor> tensors;
+  const GptConfig& m = layout.config();
+  for (std::size_t u = 0; u < layout.unit_count(); ++u) {
+    for (const TensorSpec& t : layout.unit(u).tensors) {
+      ExportTensor e;
+      e.name = t.name == "wte" || t.name == "wpe" ? t.name + ".weight" : t.name;
+      if (e.name[0] == 'h' && e.name[1] != '.') e.name = "h." + e.name.substr(1);
+      e.shape = t.shape;
+      const float* v = weights.unit(u) + t.range.begin;
+      if (t.name == "wte") e.shape[0] = m.vocab_size;  // the model's rows only
+      const bool conv1d = t.shape.size() == 2 && t.name != "wte" && t.name != "wpe";
+      const auto rows = static_cast<std::size_t>(t.shape[0]);
+      const std::size_t cols = t.shape.size() == 2 ? static_cast<std::size_t>(t.shape[1]) : 1;
+      if (conv1d) {
+        std::swap(e.shape[0], e.shape[1]);
+        for (std::size_t c = 0; c < cols; ++c) {
+          for (std::size_t r = 0; r < rows; ++r) e.values.push_back(v[r * cols + c]);
+        }
+      } else {
+        e.values.assign(v, v + static_cast<std::size_t>(e.shape[0]) * cols);
+      }
+      tensors.push_back(std::move(e));
+    }
+    if (layout.unit(u).kind == UnitKind::kBlock) {
+      ExportTensor mask;
+      mask.name = fmt::format("h.{}.attn.bias", layout.unit(u).layer);
+      mask.shape = {1, 1, m.context_length, m.context_length};
+      for (int i = 0; i < m.context_length; ++i) {
+        for (int j = 0; j < m.context_length; ++j) mask.values.push_back(j <= i ? 1.0f : 0.0f);
+      }
+      tensors.push_back(std::move(mask));
+    }
+  }
+  write_safetensors(path, tensors, {{"format", "pt"}});
+}
+
+// --init-from on 8 ranks: every rank reads its own ranges of a Hugging Face file, and hier3 (and
+// zero3) then hold exactly the file's weights and train as one process started from the file.
+TEST(World8, PretrainedWeightsLoadIntoEveryRanksShardsAsIntoOneProcess) {
+  ASSERT_EQ(world_size(), 8);
+  RunSettings s;
+  s.steps = 3;
+  const GptConfig model = GptConfig::preset("tiny");
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  const std::string path = ::testing::TempDir() + "/strata_pretrained_hf.safetensors";
+  LocalEngine source(model, 1, s.seq_len, 4242);  // weights no engine below starts from
+  if (world_rank() == 0) write_hugging_face_file(path, source.layout(), source.params());
+  MPI_Barrier(MPI_COMM_WORLD);
+  const PretrainedWeights file(path, model);
+  EXPECT_EQ(file.shape().model.n_head, model.n_head);
+  const RunResult ref = world_rank() == 0 ? run_reference(s, 8, &file) : RunResult{};
+  MpiCommunicator comm(t);
+  for (const std::string plan : {"hier3", "zero3"}) {
+    ShardedEngine engine(model, s.batch_per_rank, s.seq_len, s.seed, comm, options_for(plan, t, DType::kF32, s));
+    engine.load_state(file);
+    for (std::size_t u = 0; u < engine.layout().unit_count(); ++u) {
+      const std::vector<float> loaded = engine.gather_master(static_cast<int>(u));
+      if (world_rank() == 0) {
+        const float* want = source.params().unit(u);
+        EXPECT_EQ(loaded, std::vector<float>(want, want + engine.layout().unit(u).numel)) << plan << " unit " << u;
+      }
+    }
+    expect_matches(run_sharded(engine, s), ref, s, plan + " from a Hugging Face file");
   }
 }
 

@@ -85,7 +85,7 @@ TEST(CheckpointFiles, ANonFiniteMomentIsRefusedOnLoadEvenWithValidChecksums) {
   resign(step, manifest);
   LocalEngine engine(GptConfig::preset("tiny"), 4, 32, 1);
   const std::string why =
-      error_of([&] { engine.load_checkpoint(CheckpointReader::open(step.string(), engine.layout())); });
+      error_of([&] { engine.load_state(CheckpointReader::open(step.string(), engine.layout())); });
   EXPECT_NE(why.find("adam_v of unit 1 (elements"), std::string::npos) << why;
   EXPECT_NE(why.find("holds a non-finite value (nan) at element 7"), std::string::npos) << why;
 }
@@ -235,7 +235,7 @@ TEST(CheckpointFiles, TheExportedSafetensorsFileGivesPyTorchTheSameLogits) {
   // Strata's logits for a batch, from the same checkpoint.
   const int batch = 2, seq = 16;
   LocalEngine engine(reader.model(), batch, seq, 1);
-  engine.load_checkpoint(reader);
+  engine.load_state(reader);
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(batch * seq));
   for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::int32_t>((i * 37 + 11) % 256);
   engine.gpt().forward(engine.params(), tokens, tokens);
