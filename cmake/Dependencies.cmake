@@ -52,3 +52,12 @@ endif()
 add_library(strata_xxhash INTERFACE)
 target_link_libraries(strata_xxhash INTERFACE "${STRATA_XXHASH_LIBRARY}")
 target_include_directories(strata_xxhash SYSTEM INTERFACE "${STRATA_XXHASH_INCLUDE}")
+
+# hwloc (libhwloc-dev): the machine's packages, NUMA nodes and caches, for --topology auto.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(STRATA_HWLOC IMPORTED_TARGET hwloc)
+if(NOT STRATA_HWLOC_FOUND)
+  message(FATAL_ERROR "hwloc not found; run scripts/setup (package libhwloc-dev).")
+endif()
+add_library(strata_hwloc INTERFACE)
+target_link_libraries(strata_hwloc INTERFACE PkgConfig::STRATA_HWLOC)

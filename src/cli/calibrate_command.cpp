@@ -9,6 +9,7 @@
 #include "core/exit_codes.hpp"
 #include "comm/mpi/mpi_communicator.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
+#include "comm/mpi/topology_detection.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/format_units.hpp"
@@ -116,6 +117,15 @@ void run_calibrate(CalibrateState st) {
   std::unique_ptr<Topology> topology;
   std::string problem;
   try {
+    // Collective, and the first call of every rank: the levels found are the ones measured.
+    if (st.topology == "auto") {
+      const InferredTopology found = detect_topology();
+      st.topology = found.spec;
+      if (root) {
+        fmt::print("topology: auto found {}\n", found.spec);
+        for (const std::string& note : found.notes) fmt::print("{}\n", note);
+      }
+    }
     STRATA_REQUIRE(st.threads >= 0, "--threads must not be negative (got {})", st.threads);
     cpu::set_matmul(cpu::matmul_settings_from(st.matmul, st.compute_dtype));
     topology = std::make_unique<Topology>(resolve_topology(st.topology, world.world_size()));
@@ -150,7 +160,7 @@ void add_calibrate_command(CLI::App& app) {
       "Under mpirun: measure this machine's compute rate for the model's stages, its memory bandwidth, and the "
       "bandwidth and latency of each level of the declared topology (all ranks at once), and write a cluster file "
       "for 'strata simulate --cluster FILE'.");
-  c->add_option("--topology", st->topology, "the declared topology, e.g. gcd:2,gpu:2,node:2")->capture_default_str();
+  c->add_option("--topology", st->topology, "the declared topology, e.g. gcd:2,gpu:2,node:2, or auto (found from the job, as train's)")->capture_default_str();
   c->add_option("--model", st->settings.model, "model preset whose stages are timed")->capture_default_str();
   c->add_option("--batch", st->settings.batch, "sequences per micro-batch")->capture_default_str();
   c->add_option("--seq-len", st->settings.seq_len, "tokens per sequence (0: the model's context length)")

@@ -18,8 +18,10 @@
 #include "comm/mpi/mpi_communicator.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
 #include "comm/mpi/node_check.hpp"
+#include "comm/mpi/topology_detection.hpp"
 #include "comm/mpi/mpi_watchdog.hpp"
 #include "core/error.hpp"
+#include "topo/machine_tree.hpp"
 #include "train/engine_setup.hpp"
 #include "train/trainer.hpp"
 
@@ -55,6 +57,18 @@ std::string configuration_difference(Communicator& job, const std::string& mine)
   }
 }
 
+// --topology auto: replaces the setting with the levels found, and says what it found.
+std::vector<std::string> find_topology(TrainConfig& config) {
+  const InferredTopology found = detect_topology();
+  std::vector<std::string> notes = {fmt::format(
+      "topology: auto found {} (hosts from MPI's shared-memory groups, inside them hwloc's {}); bandwidths "
+      "unknown: give --topology with @bandwidth to compare plans by cost",
+      found.spec, MachineTree::this_host().summary())};
+  notes.insert(notes.end(), found.notes.begin(), found.notes.end());
+  config.topology = found.spec;
+  return notes;
+}
+
 void run_train(TrainCommandState& state, const CLI::App& command) {
   const int world = MpiRuntime::world_size();
   // From the start: a rank that stopped or left early never leaves the others waiting forever.
@@ -71,12 +85,22 @@ void run_train(TrainCommandState& state, const CLI::App& command) {
     if (!state.config_file.empty()) apply_config_file(state.config_file, state.specs, command);
     state.config.validate();
     state.config.resolve_defaults();
-    setup = plan_engine(state.config, world);
-    trainer = std::make_unique<Trainer>(state.config, job.rank(), world);
   } catch (const std::exception& e) {  // strata::Error, and std::bad_alloc or the like
     problem = e.what();
   }
   exit_if_any_failed(job, problem, kExitUsage);
+  std::vector<std::string> found_notes;
+  try {
+    // Collective, so only once every rank has read its settings: the levels found stand in the
+    // resolved configuration (and the checkpoint) as the explicit spec a user could give.
+    if (state.config.topology == "auto") found_notes = find_topology(state.config);
+    setup = plan_engine(state.config, world);
+    trainer = std::make_unique<Trainer>(state.config, job.rank(), world);
+  } catch (const std::exception& e) {
+    problem = e.what();
+  }
+  exit_if_any_failed(job, problem, kExitUsage);
+  setup.notes.insert(setup.notes.begin(), found_notes.begin(), found_notes.end());
   // Ranks launched with different flags or files (an MPMD launch) would go on until a collective
   // failed to match: they agree on one configuration first.
   if (world > 1) exit_if_any_failed(job, configuration_difference(job, options_as_toml(state.specs)), kExitUsage);

@@ -79,6 +79,8 @@ Topology Topology::parse(std::string_view spec, int world_size) {
   // Hardware presets live with the cluster models (sim/cluster_model), one source of the facts;
   // the caller resolves their names. Only the machine-free one is known here.
   if (spec == "flat") return parse("world:*", world_size);
+  STRATA_REQUIRE(spec != "auto", "topology 'auto' is found by a running job (strata train under mpirun or srun, "
+                 "which prints the levels it stands for); here give the levels, 'flat', or a cluster preset");
   STRATA_REQUIRE(spec.find(':') != std::string_view::npos,
                  "unknown topology '{}': give levels as name:fanout[@bandwidth][~latency] innermost first (e.g. "
                  "gcd:2,gpu:4,node:*), 'flat', or a cluster preset (frontier, dgx-a100, dgx-h100, cpu)", spec);

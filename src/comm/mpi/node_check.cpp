@@ -12,7 +12,7 @@
 
 namespace strata {
 
-std::string describe_declared_nodes(const Topology& t) {
+std::vector<int> host_of_each_rank() {
   int rank = 0, size = 1;
   mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
   mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
@@ -20,13 +20,18 @@ std::string describe_declared_nodes(const Topology& t) {
   mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &raw),
             "MPI_Comm_split_type");
   MpiComm shared(raw);
-  // A real node is named by the lowest world rank on it.
+  // A host is named by the lowest world rank on it.
   int lowest = rank;
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, shared.get()), "MPI_Allreduce (node id)");
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, shared.get()), "MPI_Allreduce (host id)");
   shared.reset();
-  std::vector<int> real(static_cast<std::size_t>(size));
-  mpi_check(MPI_Allgather(&lowest, 1, MPI_INT, real.data(), 1, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather (node ids)");
+  std::vector<int> hosts(static_cast<std::size_t>(size));
+  mpi_check(MPI_Allgather(&lowest, 1, MPI_INT, hosts.data(), 1, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather (host ids)");
+  return hosts;
+}
 
+std::string describe_declared_nodes(const Topology& t) {
+  const std::vector<int> real = host_of_each_rank();
+  const int size = static_cast<int>(real.size());
   const int node_span = t.level_count() >= 2 ? t.span(t.node_level()) : size;
   const int declared_nodes = size / node_span;
   const int real_nodes = static_cast<int>(std::set<int>(real.begin(), real.end()).size());
