@@ -14,6 +14,7 @@
 #include "comm/mpi/mpi_watchdog.hpp"
 #include "comm/mpi/mpi_handles.hpp"
 #include "core/error.hpp"
+#include "core/exit_codes.hpp"
 
 namespace strata {
 
@@ -51,6 +52,25 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   gather_hosts();
+  refuse_tasks_mpi_does_not_join();
+}
+
+void MpiRuntime::refuse_tasks_mpi_does_not_join() {
+  // srun without a PMI plugin (--mpi=none, Slurm's default) starts every task as an MPI world of
+  // one: N copies would each train alone and write the same files. Slurm's count of the step's
+  // tasks is what MPI cannot give here.
+  const char* tasks = std::getenv("SLURM_STEP_NUM_TASKS");
+  if (tasks == nullptr || world_size() != 1) return;
+  const long n = std::strtol(tasks, nullptr, 10);
+  if (n <= 1) return;
+  const char* task = std::getenv("SLURM_PROCID");
+  std::fprintf(stderr,
+               "strata: error (Slurm task %s): srun started %ld tasks but MPI sees each as a world of one rank: "
+               "launch with srun --mpi=pmix (srun --mpi=list shows what this Slurm offers; pmi2 for MPICH), or "
+               "with mpirun inside the allocation\n",
+               task != nullptr ? task : "?", n);
+  MPI_Finalize();
+  std::exit(kExitUsage);
 }
 
 void MpiRuntime::gather_hosts() {

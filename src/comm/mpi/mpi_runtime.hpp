@@ -32,6 +32,8 @@ class MpiRuntime {
   [[noreturn]] static void abort(const std::string& message, int code);
 
  private:
+  // Ends the process with a sentence when Slurm started several tasks that MPI sees as worlds of one.
+  static void refuse_tasks_mpi_does_not_join();
   static std::vector<std::string> hosts_;  // by world rank
 };
 
