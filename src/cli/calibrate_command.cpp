@@ -116,9 +116,15 @@ void run_calibrate(CalibrateState st) {
   const bool root = world.rank() == 0;
   std::unique_ptr<Topology> topology;
   std::string problem;
+  // Detection is collective: every rank must ask for it, or none (a mixed launch is refused).
+  const bool detect = st.topology == "auto";
+  if (!all_equal(world, detect ? 1 : 0)) {
+    exit_if_any_failed(world, detect ? "--topology auto on some ranks only: every rank must run the same settings" : "",
+                       kExitUsage);
+  }
   try {
-    // Collective, and the first call of every rank: the levels found are the ones measured.
-    if (st.topology == "auto") {
+    // The levels found are the ones measured.
+    if (detect) {
       const InferredTopology found = detect_topology();
       st.topology = found.spec;
       if (root) {

@@ -60,10 +60,15 @@ std::string configuration_difference(Communicator& job, const std::string& mine)
 // --topology auto: replaces the setting with the levels found, and says what it found.
 std::vector<std::string> find_topology(TrainConfig& config) {
   const InferredTopology found = detect_topology();
+  std::string tree = "tree unreadable here";
+  try {
+    tree = "tree of " + MachineTree::this_host().summary();
+  } catch (const std::exception&) {
+  }
   std::vector<std::string> notes = {fmt::format(
       "topology: auto found {} (hosts from MPI's shared-memory groups, inside them hwloc's {}); bandwidths "
       "unknown: give --topology with @bandwidth to compare plans by cost",
-      found.spec, MachineTree::this_host().summary())};
+      found.spec, tree)};
   notes.insert(notes.end(), found.notes.begin(), found.notes.end());
   config.topology = found.spec;
   return notes;
@@ -89,9 +94,12 @@ void run_train(TrainCommandState& state, const CLI::App& command) {
     problem = e.what();
   }
   exit_if_any_failed(job, problem, kExitUsage);
+  // Ranks launched with different flags or files (an MPMD launch) would go on until a collective
+  // failed to match: they agree on one configuration first.
+  if (world > 1) exit_if_any_failed(job, configuration_difference(job, options_as_toml(state.specs)), kExitUsage);
   std::vector<std::string> found_notes;
   try {
-    // Collective, so only once every rank has read its settings: the levels found stand in the
+    // Collective: only once every rank has said "auto" alike. The levels found stand in the
     // resolved configuration (and the checkpoint) as the explicit spec a user could give.
     if (state.config.topology == "auto") found_notes = find_topology(state.config);
     setup = plan_engine(state.config, world);
@@ -101,9 +109,6 @@ void run_train(TrainCommandState& state, const CLI::App& command) {
   }
   exit_if_any_failed(job, problem, kExitUsage);
   setup.notes.insert(setup.notes.begin(), found_notes.begin(), found_notes.end());
-  // Ranks launched with different flags or files (an MPMD launch) would go on until a collective
-  // failed to match: they agree on one configuration first.
-  if (world > 1) exit_if_any_failed(job, configuration_difference(job, options_as_toml(state.specs)), kExitUsage);
   if (job.rank() == 0) {
     fmt::print("resolved configuration (TOML, reusable with --config):\n{}\n", options_as_toml(state.specs));
   }

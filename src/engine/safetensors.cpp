@@ -132,6 +132,15 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
       }
       t.shape.push_back(d.get<std::int64_t>());
     }
+    // numel() below multiplies the dimensions: a forged shape must not wrap around to the bytes
+    // it claims. A tensor cannot hold more elements than the file has bytes of data.
+    std::uint64_t elements = 1;
+    for (const std::int64_t d : t.shape) {
+      if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(d), &elements) || elements > data_bytes) {
+        fail("'{}': tensor '{}' has shape {}, more elements than the file's {} bytes of data", path, name,
+             t.shape_text(), data_bytes);
+      }
+    }
     const auto begin = offsets[0].get<std::uint64_t>(), end = offsets[1].get<std::uint64_t>();
     if (begin > end || end > data_bytes) {
       fail("'{}': tensor '{}' has bytes [{}, {}), outside the file's {} bytes of data (a truncated file?)", path, name,

@@ -103,6 +103,9 @@ InferredTopology infer_topology(const std::vector<RankPlace>& ranks) {
     const int fanout = sizes[i - 1].second / sizes[i].second;
     if (fanout > 1) levels.push_back(fmt::format("{}:{}", sizes[i].first->level, fanout));
   }
+  // One rank a host: a level of fan-out 1 inside the node level, since with a single level the
+  // node level would be the world (Topology::node_level) and node-scoped plans would span hosts.
+  if (levels.empty() && world > 1) levels.emplace_back("core:1");
   levels.push_back(fmt::format("node:{}", world / per_host));
   out.spec = fmt::format("{}", fmt::join(levels, ","));
   return out;

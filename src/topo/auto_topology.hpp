@@ -30,7 +30,8 @@ struct InferredTopology {
 
 // Levels innermost first: "core" (ranks sharing the innermost group found), "l3" (L3 groups per
 // NUMA node), "numa" (NUMA nodes per package), "package" (packages per host), "node" (hosts; always
-// present, outermost). A level of fan-out 1 is left out; so is a level whose groups are not blocks
+// present, outermost). A level of fan-out 1 is left out (but "core:1" stands inside the node
+// level when every host has one rank, so the node level is not the world); so is a level whose groups are not blocks
 // of consecutive ranks of one size (Topology places ranks in blocks), with a note. Hosts that are
 // not blocks of consecutive ranks of one size are refused with a sentence saying how to launch.
 InferredTopology infer_topology(const std::vector<RankPlace>& ranks);

@@ -45,6 +45,10 @@ struct MachineTree::Impl {
   static std::unique_ptr<Impl> load(const std::string* synthetic) {
     auto impl = std::make_unique<Impl>();
     STRATA_REQUIRE(hwloc_topology_init(&impl->topology) == 0, "hwloc: cannot start a topology");
+    // Every rank on a host must number packages, NUMA nodes and caches alike, also ranks confined
+    // to different cpusets (cgroups): the tree of the whole host, not of what this process may use.
+    STRATA_REQUIRE(hwloc_topology_set_flags(impl->topology, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) == 0,
+                   "hwloc: cannot ask for the whole host's tree");
     if (synthetic != nullptr) {
       STRATA_REQUIRE(hwloc_topology_set_synthetic(impl->topology, synthetic->c_str()) == 0,
                      "hwloc: '{}' is not a synthetic topology description", *synthetic);

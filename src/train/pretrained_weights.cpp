@@ -111,6 +111,11 @@ PretrainedShape pretrained_shape(const SafetensorsFile& file, int n_head_given) 
   const auto tensors = by_canonical_name(file);
   const SafetensorsTensor& wte = need(tensors, file, "wte.weight", 2);
   const SafetensorsTensor& wpe = need(tensors, file, "wpe.weight", 2);
+  for (const SafetensorsTensor* t : {&wte, &wpe}) {
+    STRATA_REQUIRE(t->shape[0] <= (1 << 24) && t->shape[1] <= (1 << 24),
+                   "'{}': tensor '{}' has shape {}, larger than any GPT-2 Strata builds (16M rows or columns at most)",
+                   file.path(), t->name, t->shape_text());
+  }
   PretrainedShape s;
   GptConfig& m = s.model;
   m.n_embd = static_cast<int>(wte.shape[1]);
@@ -157,7 +162,8 @@ PretrainedShape pretrained_shape(const SafetensorsFile& file, int n_head_given) 
     s.heads_from = fmt::format("GPT-2's size for width {}", m.n_embd);
   } else {
     fail("'{}' does not say how many attention heads its model has (no n_head in its metadata or in a config.json "
-         "beside it), and width {} is none of GPT-2's: give --n-head",
+         "beside it), and width {} is none of GPT-2's: give --n-head (strata train) or write {{\"n_head\": N}} to a "
+         "config.json beside it",
          file.path(), m.n_embd);
   }
   m.name = "custom";

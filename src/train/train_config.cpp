@@ -86,14 +86,19 @@ bool TrainConfig::sharded(int world_size) const {
 int TrainConfig::resolved_seq_len() const { return seq_len > 0 ? seq_len : model_config().context_length; }
 
 void TrainConfig::validate() const {
-  const GptConfig c = model_config();
   STRATA_REQUIRE(shape.n_layer >= 0 && shape.n_embd >= 0 && shape.n_head >= 0 && shape.vocab_size >= 0 &&
                      shape.context_length >= 0,
                  "model sizes must not be negative");
   STRATA_REQUIRE(batch_size >= 1, "batch-size must be at least 1 (got {})", batch_size);
-  STRATA_REQUIRE(seq_len >= 0 && resolved_seq_len() <= c.context_length,
-                 "seq-len {} must be between 1 and the model's context length {}", resolved_seq_len(),
-                 c.context_length);
+  STRATA_REQUIRE(seq_len >= 0, "seq-len must not be negative (0: the model's context length; got {})", seq_len);
+  // With --init-from and no --model the shape is the file's, known only after resolve_defaults():
+  // checked against it then (the trainer validates the resolved settings again), not against tiny's.
+  if (init_from.empty() || !model.empty()) {
+    const GptConfig c = model_config();
+    STRATA_REQUIRE(resolved_seq_len() <= c.context_length,
+                   "seq-len {} must be between 1 and the model's context length {}", resolved_seq_len(),
+                   c.context_length);
+  }
   STRATA_REQUIRE(grad_accum >= 1, "grad-accum must be at least 1 (got {})", grad_accum);
   STRATA_REQUIRE(steps >= 1, "steps must be at least 1 (got {})", steps);
   // NaN passes every comparison below and infinity most: each real-valued setting is checked

@@ -89,8 +89,15 @@ TEST(AutoTopology, LevelsOfFanOutOneAreLeftOut) {
   expect_groups_match_places(infer_topology(per_numa), per_numa);
   // A package a rank.
   EXPECT_EQ(infer_topology(block_placement(tree, 2, 2, 8)).spec, "package:2,node:2");
-  // One rank a host: the node level alone.
-  EXPECT_EQ(infer_topology(block_placement(tree, 4, 1, 16)).spec, "node:4");
+  // One rank a host: the node level, inside it a level of one rank, so that the node level is
+  // not the world (a single level would be both).
+  const auto one_per_host = block_placement(tree, 4, 1, 16);
+  EXPECT_EQ(infer_topology(one_per_host).spec, "core:1,node:4");
+  const Topology t = Topology::parse("core:1,node:4", 4);
+  EXPECT_EQ(t.span(t.node_level()), 1);
+  expect_groups_match_places(infer_topology(one_per_host), one_per_host);
+  // One rank in all: one level of one.
+  EXPECT_EQ(infer_topology(block_placement(tree, 1, 1, 16)).spec, "node:1");
   // Two L3 caches in each NUMA node (one NUMA node a package).
   const MachineTree split_l3 = MachineTree::synthetic("pack:2 numa:1 l3:2 core:2 pu:1");
   const auto by_l3 = block_placement(split_l3, 2, 8, 1);

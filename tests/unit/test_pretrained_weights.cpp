@@ -24,13 +24,17 @@ using testing::max_relative_error;
 
 const std::string kDir = std::string(STRATA_REFERENCE_DIR) + "/pretrained";
 
-// The shape the file says, as `strata train --init-from` resolves it.
-GptConfig resolved_shape(const std::string& path, const std::string& model = "", int n_head = 0) {
+// The shape the file says, as `strata train --init-from` resolves it: the settings checked, the
+// shape taken from the file, the resolved settings checked again.
+GptConfig resolved_shape(const std::string& path, const std::string& model = "", int n_head = 0, int seq_len = 0) {
   TrainConfig c;
   c.init_from = path;
   c.model = model;
   c.shape.n_head = n_head;
+  c.seq_len = seq_len;
+  c.validate();
   c.resolve_defaults();
+  c.validate();
   return c.model_config();
 }
 
@@ -106,6 +110,13 @@ TEST(PretrainedWeights, FilesThatAreNotTheModelAreRefusedNamingTheTensor) {
                 .find("--model tiny is L2 C64 heads 4 vocab 256 context 64, but --init-from"),
             std::string::npos);
   EXPECT_NE(error_of([&] { resolved_shape(nano, "", 4); }).find("--n-head 4 disagrees with --init-from"),
+            std::string::npos);
+  // Settings that fit the file's shape but not tiny's (the default without --init-from) are not
+  // checked against tiny: the file's 6 heads of width 8, a sequence of its whole context; one
+  // beyond it is refused against the file's context.
+  EXPECT_EQ(resolved_shape(nano, "", 6, 32).n_head, 6);
+  EXPECT_NE(error_of([&] { resolved_shape(nano, "", 0, 33); }).find("seq-len 33 must be between 1 and the model's "
+                                                                     "context length 32"),
             std::string::npos);
   EXPECT_NE(error_of([&] { PretrainedWeights(nano, GptConfig::preset("tiny")); }).find("holds a model of L2 C48"),
             std::string::npos);

@@ -28,7 +28,21 @@ void mpi_check(int code, std::string_view call) {
   fail("{} failed: {}", call, std::string_view(text, static_cast<std::size_t>(length)));
 }
 
+namespace {
+
+// Whether an MPI launcher started this process: read before MPI_Init, which may set such
+// variables itself (Open MPI's singleton start does).
+bool started_by_mpi_launcher() {
+  for (const char* launcher : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"}) {
+    if (std::getenv(launcher) != nullptr) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
+  const bool by_launcher = started_by_mpi_launcher();
   int provided = 0;
   // SERIALIZED: with overlap on, the communication thread makes the engine's MPI calls while the
   // main thread computes; the two never call MPI at the same time (the main thread calls it only
@@ -52,7 +66,7 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   gather_hosts();
-  refuse_tasks_mpi_does_not_join();
+  if (!by_launcher) refuse_tasks_mpi_does_not_join();
 }
 
 void MpiRuntime::refuse_tasks_mpi_does_not_join() {
@@ -60,15 +74,15 @@ void MpiRuntime::refuse_tasks_mpi_does_not_join() {
   // one: N copies would each train alone and write the same files. Slurm's count of the step's
   // tasks is what MPI cannot give here.
   const char* tasks = std::getenv("SLURM_STEP_NUM_TASKS");
-  if (tasks == nullptr || world_size() != 1) return;
+  const char* task = std::getenv("SLURM_PROCID");
+  if (tasks == nullptr || task == nullptr || world_size() != 1) return;
   const long n = std::strtol(tasks, nullptr, 10);
   if (n <= 1) return;
-  const char* task = std::getenv("SLURM_PROCID");
   std::fprintf(stderr,
                "strata: error (Slurm task %s): srun started %ld tasks but MPI sees each as a world of one rank: "
                "launch with srun --mpi=pmix (srun --mpi=list shows what this Slurm offers; pmi2 for MPICH), or "
                "with mpirun inside the allocation\n",
-               task != nullptr ? task : "?", n);
+               task, n);
   MPI_Finalize();
   std::exit(kExitUsage);
 }

@@ -32,7 +32,9 @@ class MpiRuntime {
   [[noreturn]] static void abort(const std::string& message, int code);
 
  private:
-  // Ends the process with a sentence when Slurm started several tasks that MPI sees as worlds of one.
+  // Ends the process with a sentence when Slurm started several tasks that MPI sees as worlds of
+  // one. Not called for a process another launcher started inside a Slurm step (mpirun's daemons
+  // run as srun tasks): its world is what that launcher asked for.
   static void refuse_tasks_mpi_does_not_join();
   static std::vector<std::string> hosts_;  // by world rank
 };
