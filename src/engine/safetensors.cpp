@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <bit>
@@ -101,6 +102,21 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   }
   STRATA_REQUIRE(header.is_object(), "'{}' is not a safetensors file: its header is not a JSON object", path);
   const std::uint64_t data_begin = 8 + length, data_bytes = size - data_begin;
+  {
+    const std::uint64_t sample = std::min<std::uint64_t>(data_bytes, 1 << 20);
+    std::string head(sample, '\0'), tail(sample, '\0');
+    read_exactly(fd, head.data(), sample, data_begin, path);
+    read_exactly(fd, tail.data(), sample, size - sample, path);
+    XXH3_state_t* state = XXH3_createState();
+    STRATA_REQUIRE(state != nullptr, "out of memory hashing '{}'", path);
+    XXH3_64bits_reset(state);
+    XXH3_64bits_update(state, &size, sizeof size);
+    XXH3_64bits_update(state, text.data(), text.size());
+    XXH3_64bits_update(state, head.data(), head.size());
+    XXH3_64bits_update(state, tail.data(), tail.size());
+    file.fingerprint_ = XXH3_64bits_digest(state);
+    XXH3_freeState(state);
+  }
   std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {

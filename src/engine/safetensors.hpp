@@ -47,8 +47,14 @@ class SafetensorsFile {
   // F32, F16 and BF16, and a non-finite value (naming the tensor).
   void read(const SafetensorsTensor& t, std::size_t first, std::size_t count, float* out) const;
 
+  // A hash of the file's size, its header and the first and last MiB of its data: equal on ranks
+  // that read the same file, and (with overwhelming probability) not for two different ones,
+  // without reading a whole model on every rank.
+  std::uint64_t fingerprint() const { return fingerprint_; }
+
  private:
   std::string path_;
+  std::uint64_t fingerprint_ = 0;
   std::shared_ptr<const int> fd_;  // closed with the last copy
   std::map<std::string, std::string> metadata_;
   std::map<std::string, SafetensorsTensor> tensors_;

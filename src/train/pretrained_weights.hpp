@@ -42,6 +42,7 @@ class PretrainedWeights : public StateSource {
 
   const std::string& path() const { return file_.path(); }
   const PretrainedShape& shape() const { return shape_; }
+  std::uint64_t fingerprint() const { return file_.fingerprint(); }  // the same file on every rank?
 
  private:
   struct Source {

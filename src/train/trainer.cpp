@@ -158,6 +158,15 @@ void Trainer::resume(TrainingEngine& engine, Communicator& comm, std::ostream& o
     }
   }
   if (!init_) return;
+  // Each rank reads its shards from its own copy: copies that differ between hosts would start the
+  // replicas from different weights without a word.
+  if (!all_equal(comm, init_->fingerprint())) {
+    exit_if_any_failed(comm,
+                       fmt::format("--init-from '{}': the ranks do not all read the same file (its size, header or "
+                                   "data differ between their copies): give every rank the same file",
+                                   init_->path()),
+                       kExitUsage);
+  }
   std::string problem;
   try {
     engine.load_state(*init_);  // each rank reads its own ranges

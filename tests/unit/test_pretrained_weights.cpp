@@ -124,6 +124,34 @@ TEST(PretrainedWeights, FilesThatAreNotTheModelAreRefusedNamingTheTensor) {
 
 // Where neither the file nor a config.json says n_head, GPT-2's own widths give it, and any other
 // width asks for --n-head.
+// Ranks compare fingerprints before loading: a copy gives the same one, one changed byte of the
+// data or the header another.
+TEST(PretrainedWeights, FingerprintsTellCopiesFromDifferentFiles) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "strata_pretrained_fingerprints";
+  fs::create_directories(dir);
+  const std::string original = kDir + "/nanogpt.safetensors";
+  const std::uint64_t print = SafetensorsFile::open(original).fingerprint();
+  fs::copy_file(original, dir / "copy.safetensors", fs::copy_options::overwrite_existing);
+  EXPECT_EQ(SafetensorsFile::open((dir / "copy.safetensors").string()).fingerprint(), print);
+  const auto changed = [&](std::uint64_t offset_from_end) {
+    const fs::path path = dir / "changed.safetensors";
+    fs::copy_file(original, path, fs::copy_options::overwrite_existing);
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(fs::file_size(path) - offset_from_end));
+    char byte = 0;
+    f.read(&byte, 1);
+    byte = static_cast<char>(byte ^ 0x01);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(path) - offset_from_end));
+    f.write(&byte, 1);
+    f.close();
+    return SafetensorsFile::open(path.string()).fingerprint();
+  };
+  EXPECT_NE(changed(4), print);                                     // the last weight's lowest byte
+  // One in the middle (this file is under 2 MiB, so all of its data is hashed).
+  EXPECT_NE(changed(fs::file_size(original) / 2), print);
+  fs::remove_all(dir);
+}
+
 TEST(PretrainedWeights, HeadsComeFromGpt2sSizesOrMustBeGiven) {
   const auto write_model = [](const std::string& path, int c) {
     GptConfig m;
