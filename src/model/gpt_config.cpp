@@ -57,6 +57,15 @@ double GptConfig::flops_per_token(int seq_len) const {
          12.0 * n_layer * static_cast<double>(n_embd) * seq_len;
 }
 
+bool GptConfig::same_shape(const GptConfig& o) const {
+  return n_layer == o.n_layer && n_embd == o.n_embd && n_head == o.n_head && vocab_size == o.vocab_size &&
+         context_length == o.context_length;
+}
+
+std::string GptConfig::shape_text() const {
+  return fmt::format("L{} C{} heads {} vocab {} context {}", n_layer, n_embd, n_head, vocab_size, context_length);
+}
+
 void GptConfig::validate() const {
   // The upper bounds keep every count of the model inside 64 bits (and far above any model a
   // cluster of today could hold).

@@ -37,6 +37,11 @@ struct GptConfig {
   // Throws strata::Error with a sentence naming the first violated rule.
   void validate() const;
 
+  // Layers, width, heads, vocabulary and context equal (the name and the padding may differ).
+  bool same_shape(const GptConfig& other) const;
+  // "L12 C768 heads 12 vocab 50257 context 1024", for messages.
+  std::string shape_text() const;
+
   static GptConfig preset(std::string_view name);
   static std::vector<std::string> preset_names();
 };

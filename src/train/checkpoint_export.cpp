@@ -81,8 +81,7 @@ std::string inspect_checkpoint(const CheckpointReader& reader, bool verify) {
   const CheckpointRun& run = reader.run();
   const GptConfig& m = reader.model();
   std::string s = fmt::format("checkpoint {}\n", reader.dir());
-  s += fmt::format("  after step {} | model {} (L{} C{} heads {} vocab {} context {}, {} parameters)\n",
-                   run.completed_steps, m.name, m.n_layer, m.n_embd, m.n_head, m.vocab_size, m.context_length,
+  s += fmt::format("  after step {} | model {} ({}, {} parameters)\n", run.completed_steps, m.name, m.shape_text(),
                    m.parameter_count());
   s += fmt::format("  written by {} ranks ({} engine){}{} | {} weights | micro-batch {} x {} per rank, {} per step\n",
                    run.world, run.engine, run.plan.empty() ? "" : ", plan " + run.plan,

@@ -168,9 +168,7 @@ PretrainedShape pretrained_shape(const SafetensorsFile& file, int n_head_given) 
   }
   m.name = "custom";
   for (const std::string& name : GptConfig::preset_names()) {
-    const GptConfig p = GptConfig::preset(name);
-    if (p.n_layer == m.n_layer && p.n_embd == m.n_embd && p.n_head == m.n_head && p.vocab_size == m.vocab_size &&
-        p.context_length == m.context_length) {
+    if (GptConfig::preset(name).same_shape(m)) {
       m.name = name;
       break;
     }
@@ -186,12 +184,8 @@ PretrainedShape pretrained_shape(const SafetensorsFile& file, int n_head_given) 
 PretrainedWeights::PretrainedWeights(const std::string& path, const GptConfig& model)
     : file_(SafetensorsFile::open(path)), shape_(pretrained_shape(file_, model.n_head)), layout_(model) {
   const GptConfig& f = shape_.model;
-  STRATA_REQUIRE(f.n_layer == model.n_layer && f.n_embd == model.n_embd && f.n_head == model.n_head &&
-                     f.vocab_size == model.vocab_size && f.context_length == model.context_length,
-                 "'{}' holds a model of L{} C{} heads {} vocab {} context {}; this run's is L{} C{} heads {} vocab {} "
-                 "context {}",
-                 path, f.n_layer, f.n_embd, f.n_head, f.vocab_size, f.context_length, model.n_layer, model.n_embd,
-                 model.n_head, model.vocab_size, model.context_length);
+  STRATA_REQUIRE(f.same_shape(model), "'{}' holds a model of {}; this run's is {}", path, f.shape_text(),
+                 model.shape_text());
   const bool hugging_face = shape_.layout == kHuggingFace;
   const auto tensors = by_canonical_name(file_);
   std::set<std::string> used;

@@ -46,23 +46,18 @@ void take_shape_from_file(TrainConfig& c) {
     fail("--init-from {}", e.what());  // each sentence starts with the quoted path
   }
   const GptConfig& f = file.model;
-  const auto shape_text = [](const GptConfig& m) {
-    return fmt::format("L{} C{} heads {} vocab {} context {}", m.n_layer, m.n_embd, m.n_head, m.vocab_size,
-                       m.context_length);
-  };
   if (!c.model.empty()) {
     const GptConfig given = c.model_config();
-    STRATA_REQUIRE(given.n_layer == f.n_layer && given.n_embd == f.n_embd && given.n_head == f.n_head &&
-                       given.vocab_size == f.vocab_size && given.context_length == f.context_length,
+    STRATA_REQUIRE(given.same_shape(f),
                    "--model {} is {}, but --init-from '{}' holds {} (leave --model out to take the file's shape)",
-                   c.model, shape_text(given), c.init_from, shape_text(f));
+                   c.model, given.shape_text(), c.init_from, f.shape_text());
   }
   for (const auto& [flag, given, held] :
        {std::tuple{"n-layer", c.shape.n_layer, f.n_layer}, std::tuple{"n-embd", c.shape.n_embd, f.n_embd},
         std::tuple{"n-head", c.shape.n_head, f.n_head}, std::tuple{"vocab-size", c.shape.vocab_size, f.vocab_size},
         std::tuple{"context-length", c.shape.context_length, f.context_length}}) {
     STRATA_REQUIRE(given == 0 || given == held, "--{} {} disagrees with --init-from '{}', which holds {} ({})", flag,
-                   given, c.init_from, held, shape_text(f));
+                   given, c.init_from, held, f.shape_text());
   }
   c.model = f.name;
   const int pad = c.shape.vocab_pad_multiple;
