@@ -102,21 +102,8 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   }
   STRATA_REQUIRE(header.is_object(), "'{}' is not a safetensors file: its header is not a JSON object", path);
   const std::uint64_t data_begin = 8 + length, data_bytes = size - data_begin;
-  {
-    const std::uint64_t sample = std::min<std::uint64_t>(data_bytes, 1 << 20);
-    std::string head(sample, '\0'), tail(sample, '\0');
-    read_exactly(fd, head.data(), sample, data_begin, path);
-    read_exactly(fd, tail.data(), sample, size - sample, path);
-    XXH3_state_t* state = XXH3_createState();
-    STRATA_REQUIRE(state != nullptr, "out of memory hashing '{}'", path);
-    XXH3_64bits_reset(state);
-    XXH3_64bits_update(state, &size, sizeof size);
-    XXH3_64bits_update(state, text.data(), text.size());
-    XXH3_64bits_update(state, head.data(), head.size());
-    XXH3_64bits_update(state, tail.data(), tail.size());
-    file.fingerprint_ = XXH3_64bits_digest(state);
-    XXH3_freeState(state);
-  }
+  file.size_ = size;
+  file.data_begin_ = data_begin;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
@@ -176,6 +163,24 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
                    spans[i].first);
   }
   return file;
+}
+
+std::uint64_t SafetensorsFile::fingerprint() const {
+  // Read when asked (once per run, by the ranks' agreement), not on every open: the file's size,
+  // its length field and header, and the first and last MiB of its data.
+  const std::uint64_t sample = std::min<std::uint64_t>(size_ - data_begin_, 1 << 20);
+  std::string header(data_begin_, '\0'), head(sample, '\0'), tail(sample, '\0');
+  read_exactly(*fd_, header.data(), header.size(), 0, path_);
+  read_exactly(*fd_, head.data(), sample, data_begin_, path_);
+  read_exactly(*fd_, tail.data(), sample, size_ - sample, path_);
+  XXH3_state_t* state = XXH3_createState();
+  STRATA_REQUIRE(state != nullptr, "out of memory hashing '{}'", path_);
+  XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, &size_, sizeof size_);
+  for (const std::string* part : {&header, &head, &tail}) XXH3_64bits_update(state, part->data(), part->size());
+  const std::uint64_t hash = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return hash;
 }
 
 const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {

@@ -49,12 +49,13 @@ class SafetensorsFile {
 
   // A hash of the file's size, its header and the first and last MiB of its data: equal on ranks
   // that read the same file, and (with overwhelming probability) not for two different ones,
-  // without reading a whole model on every rank.
-  std::uint64_t fingerprint() const { return fingerprint_; }
+  // without reading a whole model on every rank. Reads those bytes at each call.
+  std::uint64_t fingerprint() const;
 
  private:
   std::string path_;
-  std::uint64_t fingerprint_ = 0;
+  std::uint64_t size_ = 0;        // bytes of the whole file
+  std::uint64_t data_begin_ = 0;  // 8 + the header's length
   std::shared_ptr<const int> fd_;  // closed with the last copy
   std::map<std::string, std::string> metadata_;
   std::map<std::string, SafetensorsTensor> tensors_;
