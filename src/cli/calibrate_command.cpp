@@ -125,11 +125,10 @@ void run_calibrate(CalibrateState st) {
   try {
     // The levels found are the ones measured.
     if (detect) {
-      const InferredTopology found = detect_topology();
-      st.topology = found.spec;
+      const DetectedTopology found = detect_topology();
+      st.topology = found.levels.spec;
       if (root) {
-        fmt::print("topology: auto found {}\n", found.spec);
-        for (const std::string& note : found.notes) fmt::print("{}\n", note);
+        for (const std::string& line : found.lines()) fmt::print("{}\n", line);
       }
     }
     STRATA_REQUIRE(st.threads >= 0, "--threads must not be negative (got {})", st.threads);

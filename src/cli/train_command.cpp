@@ -21,7 +21,6 @@
 #include "comm/mpi/topology_detection.hpp"
 #include "comm/mpi/mpi_watchdog.hpp"
 #include "core/error.hpp"
-#include "topo/machine_tree.hpp"
 #include "train/engine_setup.hpp"
 #include "train/trainer.hpp"
 
@@ -59,18 +58,10 @@ std::string configuration_difference(Communicator& job, const std::string& mine)
 
 // --topology auto: replaces the setting with the levels found, and says what it found.
 std::vector<std::string> find_topology(TrainConfig& config) {
-  const InferredTopology found = detect_topology();
-  std::string tree = "tree unreadable here";
-  try {
-    tree = "tree of " + MachineTree::this_host().summary();
-  } catch (const std::exception&) {
-  }
-  std::vector<std::string> notes = {fmt::format(
-      "topology: auto found {} (hosts from MPI's shared-memory groups, inside them hwloc's {}); bandwidths "
-      "unknown: give --topology with @bandwidth to compare plans by cost",
-      found.spec, tree)};
-  notes.insert(notes.end(), found.notes.begin(), found.notes.end());
-  config.topology = found.spec;
+  const DetectedTopology found = detect_topology();
+  std::vector<std::string> notes = found.lines();
+  notes.front() += "; bandwidths unknown: give --topology with @bandwidth to compare plans by cost";
+  config.topology = found.levels.spec;
   return notes;
 }
 

@@ -1,6 +1,7 @@
 // Gathering the ranks' places for --topology auto.
 #include "comm/mpi/topology_detection.hpp"
 
+#include <fmt/format.h>
 #include <mpi.h>
 
 #include <array>
@@ -12,14 +13,24 @@
 
 namespace strata {
 
-InferredTopology detect_topology() {
+std::vector<std::string> DetectedTopology::lines() const {
+  std::vector<std::string> out = {fmt::format(
+      "topology: auto found {} (hosts from MPI's shared-memory groups, inside them hwloc's {})", levels.spec, tree)};
+  out.insert(out.end(), levels.notes.begin(), levels.notes.end());
+  return out;
+}
+
+DetectedTopology detect_topology() {
   const std::vector<int> hosts = host_of_each_rank();
   // A host whose tree hwloc cannot read still has its node level: its places stay unknown.
+  DetectedTopology detected;
   HostPlace mine;
   try {
-    mine = MachineTree::this_host().place_of_this_process();
-  } catch (const std::exception&) {
-    mine = HostPlace{};
+    const MachineTree tree = MachineTree::this_host();
+    mine = tree.place_of_this_process();
+    detected.tree = "tree of " + tree.summary();
+  } catch (const std::exception& e) {
+    detected.tree = fmt::format("tree unreadable here ({})", e.what());
   }
   const std::array<int, 3> local = {mine.package, mine.numa, mine.l3};
   std::vector<int> all(hosts.size() * local.size());
@@ -31,7 +42,8 @@ InferredTopology detect_topology() {
     ranks[r].host = hosts[r];
     ranks[r].inside = {all[3 * r], all[3 * r + 1], all[3 * r + 2]};
   }
-  return infer_topology(ranks);
+  detected.levels = infer_topology(ranks);
+  return detected;
 }
 
 }  // namespace strata
