@@ -15,4 +15,17 @@ cluster_up() { local status=0; "$CLUSTER" up "$@" || status=$?; [ "$status" -ne 
 on_cluster() { "$CLUSTER" run --ranks-per-host 2 --timeout "${run_timeout:-120}" -- "$STRATA" "$@" < /dev/null; }
 losses_from() { /usr/bin/python3 -c "import json,sys
 print(' '.join(repr(d['loss']) for d in map(json.loads, open(sys.argv[1])) if d.get('type')=='step'))" "$1"; }
+# The 4 step losses of RUN.jsonl equal ONE.jsonl's (the one-process run) within 1e-5 relative.
+# usage: losses_match_one_process LABEL RUN.jsonl ONE.jsonl
+losses_match_one_process() {
+  /usr/bin/python3 - "$1" "$(losses_from "$2")" "$(losses_from "$3")" <<'PY'
+import sys
+label, got, want = sys.argv[1], [float(x) for x in sys.argv[2].split()], [float(x) for x in sys.argv[3].split()]
+assert len(got) == len(want) == 4, f"FAIL: {label}: {len(got)} and {len(want)} steps"
+for step, (g, w) in enumerate(zip(got, want), 1):
+    rel = abs(g - w) / abs(w)
+    assert rel < 1e-5, f"FAIL: {label} step {step}: loss {g!r} vs {w!r} in one process ({rel:.1e})"
+print(f"ok: {label} matches one process: {got}")
+PY
+}
 digests() { "$STRATA" inspect "$1" | sed -n '/^digests/,$p'; }

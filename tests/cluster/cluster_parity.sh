@@ -23,13 +23,5 @@ for plan in zero3 hier3 auto; do
     grep -Eq "^topology = \"([a-z0-9]+:[0-9]+,)*node:2\"" "$work/$plan.log" ||
       { cat "$work/$plan.log"; fail "--topology auto does not stand as explicit levels in the resolved configuration"; }
   fi
-  /usr/bin/python3 - "$plan" "$(losses_from "$work/$plan.jsonl")" "$(losses_from "$work/one.jsonl")" <<'PY'
-import sys
-plan, got, want = sys.argv[1], [float(x) for x in sys.argv[2].split()], [float(x) for x in sys.argv[3].split()]
-assert len(got) == len(want) == 4, f"FAIL: {plan}: {len(got)} and {len(want)} steps"
-for step, (g, w) in enumerate(zip(got, want), 1):
-    rel = abs(g - w) / abs(w)
-    assert rel < 1e-5, f"FAIL: {plan} step {step}: loss {g!r} on 2 hosts vs {w!r} in one process ({rel:.1e})"
-print(f"ok: {plan} on 2 hosts x 2 ranks matches one process: {got}")
-PY
+  losses_match_one_process "$plan on 2 hosts x 2 ranks" "$work/$plan.jsonl" "$work/one.jsonl"
 done

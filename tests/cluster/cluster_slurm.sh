@@ -19,12 +19,4 @@ grep -Eq "^topology: auto found ([a-z0-9]+:[0-9]+,)*node:2 " "$work/srun.log" ||
   { cat "$work/srun.log"; fail "under srun, --topology auto did not find the 2 hosts"; }
 grep -q "nodes: the topology's 2 nodes of 2 ranks are the job's 2 hosts" "$work/srun.log" ||
   { cat "$work/srun.log"; fail "under srun, the ranks were not 2 per host in blocks"; }
-/usr/bin/python3 - "$(losses_from "$work/srun.jsonl")" "$(losses_from "$work/one.jsonl")" <<'PY'
-import sys
-got, want = [float(x) for x in sys.argv[1].split()], [float(x) for x in sys.argv[2].split()]
-assert len(got) == len(want) == 4, f"FAIL: {len(got)} and {len(want)} steps"
-for step, (g, w) in enumerate(zip(got, want), 1):
-    rel = abs(g - w) / abs(w)
-    assert rel < 1e-5, f"FAIL: step {step}: loss {g!r} under srun vs {w!r} in one process ({rel:.1e})"
-print(f"ok: srun -N 2 -n 4 --mpi=pmix, hier3 on the topology found, matches one process: {got}")
-PY
+losses_match_one_process "srun -N 2 -n 4 --mpi=pmix, hier3 on the topology found" "$work/srun.jsonl" "$work/one.jsonl"
