@@ -28,14 +28,24 @@ message(STATUS "Strata BLAS: ${STRATA_OPENBLAS_LIBRARY}")
 
 # oneDNN (libdnnl-dev), optional: the default matmul where it is found; OpenBLAS otherwise, and the
 # build says so. STRATA_WITH_ONEDNN=OFF builds without it even where it is installed.
+# Found by its header and library, not through Debian's dnnl-config.cmake: that file requires the
+# OpenCL headers (find_package(OpenCL REQUIRED), for oneDNN's GPU runtime), which libdnnl-dev only
+# recommends, and Strata uses only the CPU engine. The OpenCL loader libdnnl.so itself links
+# (ocl-icd-libopencl1) is a hard dependency of libdnnl2, so the link needs nothing more.
 add_library(strata_onednn INTERFACE)
 if(STRATA_WITH_ONEDNN)
-  find_package(dnnl CONFIG QUIET)
+  find_path(STRATA_ONEDNN_INCLUDE NAMES oneapi/dnnl/dnnl.hpp)
+  find_library(STRATA_ONEDNN_LIBRARY NAMES dnnl)
 endif()
-if(dnnl_FOUND)
-  target_link_libraries(strata_onednn INTERFACE DNNL::dnnl)
+if(STRATA_WITH_ONEDNN AND STRATA_ONEDNN_INCLUDE AND STRATA_ONEDNN_LIBRARY)
+  file(STRINGS "${STRATA_ONEDNN_INCLUDE}/oneapi/dnnl/dnnl_version.h" onednn_version_lines
+       REGEX "^#define DNNL_VERSION_(MAJOR|MINOR|PATCH) ")
+  string(REGEX REPLACE ".*MAJOR ([0-9]+).*MINOR ([0-9]+).*PATCH ([0-9]+).*" "\\1.\\2.\\3"
+         onednn_version "${onednn_version_lines}")
+  target_link_libraries(strata_onednn INTERFACE "${STRATA_ONEDNN_LIBRARY}")
+  target_include_directories(strata_onednn SYSTEM INTERFACE "${STRATA_ONEDNN_INCLUDE}")
   target_compile_definitions(strata_onednn INTERFACE STRATA_HAVE_ONEDNN)
-  message(STATUS "Strata matmul: oneDNN ${dnnl_VERSION} (default), OpenBLAS and the reference loops")
+  message(STATUS "Strata matmul: oneDNN ${onednn_version} (${STRATA_ONEDNN_LIBRARY}, default), OpenBLAS and the reference loops")
 elseif(NOT STRATA_WITH_ONEDNN)
   message(STATUS "Strata matmul: oneDNN left out (STRATA_WITH_ONEDNN=OFF): OpenBLAS (default) and the reference loops")
 else()
