@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/cpu/gemm.hpp"
+#include "model/cpu/gemm_onednn.hpp"
 
 namespace strata::testing {
 
@@ -32,6 +33,13 @@ inline std::vector<cpu::MatmulImpl> every_matmul_impl() {
 #define STRATA_SKIP_WITHOUT(impl)                                                             \
   if ((impl) == ::strata::cpu::MatmulImpl::kOneDnn && !::strata::cpu::onednn_available()) {   \
     GTEST_SKIP() << "this build has no oneDNN (libdnnl-dev was not found at configure time)"; \
+  }
+// oneDNN's bf16 matmul needs AVX-512: on an AVX2 CPU (or under ONEDNN_MAX_CPU_ISA=AVX2) its bf16
+// cases skip, saying so; OpenBLAS's emulation of bf16 inputs still runs them.
+#define STRATA_SKIP_WITHOUT_BF16(impl)                                                                      \
+  STRATA_SKIP_WITHOUT(impl)                                                                                 \
+  if ((impl) == ::strata::cpu::MatmulImpl::kOneDnn && !::strata::cpu::onednn_bf16_available()) {            \
+    GTEST_SKIP() << "oneDNN has no bf16 matmul on this CPU (" << ::strata::cpu::onednn_description() << ")"; \
   }
 
 }  // namespace strata::testing

@@ -175,7 +175,7 @@ TEST_P(TorchReference, FiveAdamWStepsWithAccumulationAndClipping) {
 // bf16 path is an O(1) error; and the gradients must differ from the fp32 ones by more than 1e-3
 // (measured 7e-3 to 1.2e-2), so a mode that silently computed in fp32 fails too.
 TEST_P(TorchReference, Bf16ComputeAgainstPyTorchAutocast) {
-  STRATA_SKIP_WITHOUT(impl());
+  STRATA_SKIP_WITHOUT_BF16(impl());
   const MatmulScope matmul(impl(), ComputeDType::kBF16);
   const auto ref = load_reference_case(case_name());
   FirstMicroBatch run(ref);

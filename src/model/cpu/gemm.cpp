@@ -60,19 +60,24 @@ void one_product(MatmulImpl impl, ComputeDType dtype, Transpose ta, Transpose tb
 
 void set_matmul(MatmulSettings settings) {
   STRATA_CHECK(settings.impl != MatmulImpl::kOneDnn || onednn_available(), "oneDNN is not in this build");
+  STRATA_CHECK(settings.impl != MatmulImpl::kOneDnn || settings.dtype != ComputeDType::kBF16 || onednn_bf16_available(),
+               "oneDNN has no bf16 matmul on this CPU");
   g_impl = settings.impl;
   g_dtype = settings.dtype;
 }
 
 MatmulSettings matmul_settings() { return {g_impl.load(), g_dtype.load()}; }
 
-MatmulImpl default_matmul_impl() { return onednn_available() ? MatmulImpl::kOneDnn : MatmulImpl::kOpenBlas; }
+MatmulImpl default_matmul_impl(ComputeDType dtype) {
+  const bool onednn = dtype == ComputeDType::kBF16 ? onednn_bf16_available() : onednn_available();
+  return onednn ? MatmulImpl::kOneDnn : MatmulImpl::kOpenBlas;
+}
 
-MatmulImpl parse_matmul_impl(std::string_view name) {
+MatmulImpl parse_matmul_impl(std::string_view name, ComputeDType dtype) {
   if (name == "onednn") return MatmulImpl::kOneDnn;
   if (name == "openblas") return MatmulImpl::kOpenBlas;
   if (name == "reference") return MatmulImpl::kReference;
-  if (name == "auto") return default_matmul_impl();
+  if (name == "auto") return default_matmul_impl(dtype);
   fail("matmul must be auto, onednn, openblas or reference (got '{}')", name);
 }
 
@@ -94,10 +99,15 @@ std::string matmul_impl_name(MatmulImpl impl) {
 std::string compute_dtype_name(ComputeDType dtype) { return dtype == ComputeDType::kBF16 ? "bf16" : "fp32"; }
 
 MatmulSettings matmul_settings_from(std::string_view impl, std::string_view dtype) {
-  const MatmulSettings s{parse_matmul_impl(impl), parse_compute_dtype(dtype)};
+  const ComputeDType compute = parse_compute_dtype(dtype);
+  const MatmulSettings s{parse_matmul_impl(impl, compute), compute};
   STRATA_REQUIRE(s.impl != MatmulImpl::kOneDnn || onednn_available(),
                  "matmul onednn: this build has no oneDNN (install libdnnl-dev with scripts/setup and rebuild), use "
                  "openblas or auto");
+  STRATA_REQUIRE(s.impl != MatmulImpl::kOneDnn || compute != ComputeDType::kBF16 || onednn_bf16_available(),
+                 "matmul onednn with compute-dtype bf16: {} has no bf16 matmul on this CPU (it needs AVX-512); use "
+                 "--matmul auto or openblas (bf16 inputs emulated, at fp32 speed) or --compute-dtype fp32",
+                 onednn_description());
   return s;
 }
 
@@ -108,8 +118,11 @@ std::string matmul_description() {
   switch (s.impl) {
     case MatmulImpl::kReference: return fmt::format("reference loops, {}", compute);
     case MatmulImpl::kOpenBlas:
-      return fmt::format("OpenBLAS sgemm, {}{}", compute,
-                         s.dtype == ComputeDType::kBF16 ? " (inputs rounded to bf16, then an fp32 product)" : "");
+      if (s.dtype != ComputeDType::kBF16) return fmt::format("OpenBLAS sgemm, {}", compute);
+      return fmt::format("OpenBLAS sgemm, {} (inputs rounded to bf16, then an fp32 product{})", compute,
+                         onednn_available() && !onednn_bf16_available()
+                             ? "; oneDNN has no bf16 matmul on this CPU, which needs AVX-512"
+                             : "");
     case MatmulImpl::kOneDnn: return fmt::format("{}, {}", onednn_description(), compute);
   }
   return "?";

@@ -26,17 +26,19 @@ struct MatmulSettings {
 void set_matmul(MatmulSettings settings);
 MatmulSettings matmul_settings();
 
-// Whether this build has oneDNN (found at configure time), and the default: oneDNN where it is.
+// Whether this build has oneDNN (found at configure time); whether its bf16 matmul runs on this
+// CPU (it needs AVX-512); and the default for a compute dtype: oneDNN where it can, else OpenBLAS.
 bool onednn_available();
-MatmulImpl default_matmul_impl();
+bool onednn_bf16_available();
+MatmulImpl default_matmul_impl(ComputeDType dtype = ComputeDType::kF32);
 
-// "onednn", "openblas", "reference" or "auto" (the default); "fp32", "bf16". Unknown names are
-// refused with a sentence.
-MatmulImpl parse_matmul_impl(std::string_view name);
+// "onednn", "openblas", "reference" or "auto" (the default for `dtype`); "fp32", "bf16". Unknown
+// names are refused with a sentence.
+MatmulImpl parse_matmul_impl(std::string_view name, ComputeDType dtype = ComputeDType::kF32);
 ComputeDType parse_compute_dtype(std::string_view name);
 std::string matmul_impl_name(MatmulImpl impl);
 std::string compute_dtype_name(ComputeDType dtype);
-// The settings the flags --matmul and --compute-dtype name, checked against this build.
+// The settings the flags --matmul and --compute-dtype name, checked against this build and CPU.
 MatmulSettings matmul_settings_from(std::string_view impl, std::string_view dtype);
 
 // What runs the products, e.g. "oneDNN 2.6.3, ISA avx512_core_amx, bf16 inputs with fp32

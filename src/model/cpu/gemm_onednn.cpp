@@ -214,6 +214,23 @@ void onednn_gemm(bool bf16_inputs, Transpose ta, Transpose tb, int m, int n, int
 
 namespace strata::cpu {
 bool onednn_available() { return true; }
+
+// oneDNN 2.6 has bf16 matmul kernels only from AVX-512 up (avx512_core; AMX and avx512_core_bf16
+// natively, plain AVX-512 by conversion); on an AVX2 CPU, or under ONEDNN_MAX_CPU_ISA=AVX2, no
+// implementation accepts bf16 and making the primitive fails. Asked once, of a small product.
+bool onednn_bf16_available() {
+  static const bool available = [] {
+    try {
+      const dnnl::memory::desc a(dims{16, 16}, dt::bf16, dims{16, 1}), c(dims{16, 16}, dt::f32, dims{16, 1});
+      const dnnl::matmul::desc desc(a, a, c);
+      const dnnl::matmul::primitive_desc pd(desc, cpu_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return available;
+}
 }  // namespace strata::cpu
 
 #else
@@ -221,6 +238,7 @@ bool onednn_available() { return true; }
 namespace strata::cpu {
 
 bool onednn_available() { return false; }
+bool onednn_bf16_available() { return false; }
 
 std::string onednn_description() { return "oneDNN (not in this build)"; }
 
