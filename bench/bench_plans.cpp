@@ -4,6 +4,7 @@
 #include "bench/bench_plans.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <vector>

@@ -4,6 +4,7 @@
 #include "cli/simulate_command.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <memory>

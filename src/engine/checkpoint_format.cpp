@@ -2,6 +2,7 @@
 #include "engine/checkpoint_format.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -2,6 +2,7 @@
 #include "engine/checkpoint_manifest.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <xxhash.h>
 
 #include <algorithm>

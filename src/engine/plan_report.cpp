@@ -2,6 +2,7 @@
 #include "engine/plan_report.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/format_units.hpp"
 

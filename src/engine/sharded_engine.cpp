@@ -2,6 +2,7 @@
 #include "engine/sharded_engine.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
@@ -133,6 +134,8 @@ std::string ShardedEngine::description() const {
                      options_.prefetch, bound, overlap_mode(),
                      options_.boundary_overlap ? "on" : "off");
 }
+
+std::string ShardedEngine::timeline_json() const { return timeline().dump(); }
 
 nlohmann::json ShardedEngine::traffic_totals() {
   flush();

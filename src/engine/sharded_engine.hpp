@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "comm/comm_thread.hpp"
 #include "engine/overlap_tuner.hpp"
@@ -113,7 +113,7 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   std::string description() const override;
   std::string report() override;
   bool records_timeline() const override { return options_.record_timeline; }
-  std::string timeline_json() const override { return timeline().dump(); }
+  std::string timeline_json() const override;
   nlohmann::json traffic_totals() override;
 
   // One op of the schedule, exactly as written. Public so that tests can drive the engine through

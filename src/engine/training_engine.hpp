@@ -5,7 +5,7 @@
 #include "model/unit_buffers.hpp"
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
 #include <vector>
@@ -76,7 +76,7 @@ class TrainingEngine {
   virtual std::string timeline_json() const { return std::string(); }
   // Collective: the whole job's traffic meter so far (per level, and the outermost level per
   // node), for the metrics file; null for an engine with no collectives.
-  virtual nlohmann::json traffic_totals() { return nullptr; }
+  virtual nlohmann::json traffic_totals();
 };
 
 }  // namespace strata

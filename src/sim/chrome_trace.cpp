@@ -1,6 +1,8 @@
 // Chrome trace events.
 #include "sim/chrome_trace.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace strata {
 
 nlohmann::json chrome_trace_events(int pid, const std::string& process, const std::vector<std::string>& lanes,

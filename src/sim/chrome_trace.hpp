@@ -3,7 +3,7 @@
 // spans it priced, in the same form so the two open side by side.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 

@@ -7,7 +7,7 @@
 // TFLOP/s, memory per device by state and bytes per level, for any cluster and model size.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 

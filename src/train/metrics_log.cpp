@@ -1,6 +1,8 @@
 // JSON-lines metrics writer.
 #include "train/metrics_log.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.hpp"
 
 namespace strata {

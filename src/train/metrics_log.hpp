@@ -2,7 +2,7 @@
 #pragma once
 
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 namespace strata {

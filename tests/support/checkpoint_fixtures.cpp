@@ -2,6 +2,7 @@
 #include "support/checkpoint_fixtures.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <sstream>
