@@ -69,7 +69,7 @@ void ShardedEngine::load_state(const StateSource& reader) {
     narrow_to(u.primary.data(), weights.data(), u.weight_len, options_.weight_dtype);
     u.grad_shard.fill_zero();
   }
-  weights_changed();  // every secondary copy predates the loaded weights
+  invalidate_secondaries();  // every secondary copy predates the loaded weights
   micro_ = 0;
   reduced_ = false;
   steps_before_ = reader.completed_steps();

@@ -12,15 +12,14 @@
 #include <cstring>
 
 #include "comm/hierarchical.hpp"
-#include "comm/quantized.hpp"
 #include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "core/op_profile.hpp"
 #include "engine/plan_report.hpp"
 #include "engine/unit_collectives.hpp"
+#include "engine/unit_tasks.hpp"
 #include "optim/adamw.hpp"
 #include "optim/grad_norm.hpp"
-#include "sim/chrome_trace.hpp"
 #include "schedule/validate.hpp"
 
 namespace strata {
@@ -66,105 +65,19 @@ ShardedEngine::ShardedEngine(const GptConfig& config, int batch, int seq_len, st
   comm_thread_ = std::make_unique<CommThread>(threading);
   step_end_ns_ = steady_now_ns();
   units_ = make_unit_shards(layout(), t, options_.plan, comm_.rank(), options_.weight_dtype, seed);
+  states_ = unit_lifecycles(schedule_);
+  timeline_ = EngineTimeline(options_.record_timeline);
+  failure_ = {options_.fail_rank, options_.fail_step, layout().config().n_layer - 1};
 }
 
 ShardedEngine::~ShardedEngine() = default;
-
-MeasuredMemory ShardedEngine::measured_memory() const {
-  MeasuredMemory m;
-  for (const auto& u : units_) {
-    m.weights += u->primary.size();
-    m.grads += u->grad_shard.size() * sizeof(float);
-    m.optimizer += (u->master.size() + u->m.size() + u->v.size()) * sizeof(float);
-  }
-  m.scheduled_peak = scheduled_.peak_bytes();
-  m.scheduled_peak_by_kind = peak_by_kind_;
-  m.scratch_peak = scratch_.peak_bytes();
-  return m;
-}
-
-std::string ShardedEngine::overlap_mode() const {
-  if (!options_.overlap_auto_reason.empty()) return "auto: " + options_.overlap_auto_reason;
-  if (!options_.overlap) return "off";
-  const std::string now = comm_thread_->threaded() ? "communication thread" : "inline";
-  if (!options_.tune_overlap) return "on (" + now + ")";
-  if (tuner_.deciding()) return "auto (measuring the communication thread against inline; now " + now + ")";
-  return "auto: " + tuner_.verdict();
-}
-
-OverlapStats ShardedEngine::overlap_stats() const {
-  return {comm_thread_->busy_seconds(), comm_thread_->exposed_seconds(), comm_thread_->tasks_run()};
-}
-
-nlohmann::json ShardedEngine::timeline() const {
-  STRATA_REQUIRE(options_.record_timeline, "the timeline was not recorded (record_timeline is off)");
-  std::vector<TraceSpan> spans;
-  auto add = [&](const TaskSpan& span, int lane) {
-    spans.push_back({span.name, lane, static_cast<double>(span.begin_ns) * 1e-3, static_cast<double>(span.end_ns) * 1e-3});
-  };
-  for (const TaskSpan& span : compute_spans_) add(span, 0);
-  for (const TaskSpan& span : comm_thread_->spans()) add(span, 1);
-  const int pid = comm_.rank();
-  return chrome_trace(chrome_trace_events(
-      pid, fmt::format("rank {}", pid),
-      {"compute (schedule ops)", options_.overlap ? "communication thread (or inline)" : "communication (inline)"}, spans));
-}
 
 std::span<const unsigned char> ShardedEngine::secondary_copy(int unit) const {
   const UnitShard& u = *units_.at(static_cast<std::size_t>(unit));
   const std::string& name = layout().unit(static_cast<std::size_t>(unit)).name;
   STRATA_REQUIRE(u.secondary_len != 0, "unit '{}' has no secondary copy under plan {}", name, options_.plan.name);
-  STRATA_REQUIRE(u.secondary_state != SecondaryResidency::kNone,
-                 "the secondary copy of unit '{}' is not held: it is made in forward and dropped once backward has "
-                 "gathered from it",
-                 name);
-  STRATA_REQUIRE(u.secondary_state != SecondaryResidency::kStale,
-                 "the secondary copy of unit '{}' is stale: made before the weights last changed (an update or a "
-                 "checkpoint load)",
-                 name);
+  states_.at(static_cast<std::size_t>(unit)).require_secondary_readable("reading it");
   return {u.secondary->data(), u.secondary->size()};
-}
-
-std::string ShardedEngine::description() const {
-  const Topology& t = comm_.topology();
-  const std::string bound =
-      options_.max_live_bytes == 0 ? "" : fmt::format(" (at most {} gathered bytes)", options_.max_live_bytes);
-  return fmt::format("sharded | topology {} | plan {}: {} | {} | prefetch {}{} | overlap {} | boundary overlap {}",
-                     t.to_string(), options_.plan.name, options_.plan.describe(t), dtype_name(options_.weight_dtype),
-                     options_.prefetch, bound, overlap_mode(),
-                     options_.boundary_overlap ? "on" : "off");
-}
-
-std::string ShardedEngine::timeline_json() const { return timeline().dump(); }
-
-nlohmann::json ShardedEngine::traffic_totals() {
-  flush();
-  return job_traffic_totals(comm_);
-}
-
-PlanReportInputs ShardedEngine::report_inputs() const {
-  PlanReportInputs in;
-  in.topology = &comm_.topology();
-  in.step = &options_;
-  in.schedule = &schedule_;
-  in.counts = &counts_;
-  in.memory = measured_memory();
-  in.meter = &comm_.meter();
-  in.steps_run = steps_run_;
-  return in;
-}
-
-std::string ShardedEngine::report() {
-  flush();
-  std::string out = format_plan_report(plan_report(report_inputs()));
-  const OverlapStats o = overlap_stats();
-  if (o.collectives > 0) {
-    out += fmt::format(
-        "communication (this rank): {:.3f} s in {} collectives, of which compute waited {:.3f} s: {:.0f}% hidden "
-        "(overlap {})\n",
-        o.communication_s, o.collectives, o.exposed_s, 100.0 * o.hidden_fraction(), overlap_mode());
-  }
-  return out;
 }
 
 // ---- buffers the schedule allocates ---------------------------------------------------------
@@ -174,7 +87,7 @@ void ShardedEngine::acquire_buffer(const BufferEffect& b) {
   const std::uint64_t fp32 = u.padded * sizeof(float);
   switch (b.kind) {
     case BufferKind::kGathered: {
-      STRATA_CHECK(u.weights == WeightResidency::kSharded && !u.compute, "unit {} is gathered twice", b.unit);
+      STRATA_CHECK(!u.compute, "unit {} is gathered twice", b.unit);
       STRATA_CHECK(b.bytes >= fp32, "the schedule allocates {} bytes for gathering unit {}, less than its {} fp32 bytes",
                    b.bytes, b.unit, fp32);
       u.compute = scheduled_.acquire(fp32, false);
@@ -183,143 +96,40 @@ void ShardedEngine::acquire_buffer(const BufferEffect& b) {
       break;
     }
     case BufferKind::kSecondary:
-      STRATA_CHECK(u.secondary_state == SecondaryResidency::kNone && b.bytes == u.secondary_len * dtype_size(options_.weight_dtype),
+      STRATA_CHECK(!u.secondary && b.bytes == u.secondary_len * dtype_size(options_.weight_dtype),
                    "the secondary copy of unit {}: {} bytes allocated, {} elements held", b.unit, b.bytes, u.secondary_len);
       u.secondary = scheduled_.acquire(b.bytes, false);
       break;
     case BufferKind::kUnitGrad:
-      STRATA_CHECK(u.unit_grad == GradResidency::kNone && b.bytes == fp32, "the unit gradient of unit {}: {} bytes for {} elements",
-                   b.unit, b.bytes, u.padded);
+      STRATA_CHECK(!u.grad && b.bytes == fp32, "the unit gradient of unit {}: {} bytes for {} elements", b.unit, b.bytes,
+                   u.padded);
       u.grad = scheduled_.acquire(b.bytes, true);
-      u.unit_grad = GradResidency::kOpen;
       break;
     case BufferKind::kCount: break;
   }
-  auto& live = live_by_kind_[static_cast<std::size_t>(b.kind)];
-  live += b.bytes;
-  peak_by_kind_[static_cast<std::size_t>(b.kind)] = std::max(peak_by_kind_[static_cast<std::size_t>(b.kind)], live);
+  ledger_.allocate(b);
 }
 
 void ShardedEngine::release_buffer(const BufferEffect& b) {
   UnitShard& u = shard(b.unit);
   switch (b.kind) {
     case BufferKind::kGathered:
-      STRATA_CHECK(u.weights != WeightResidency::kGathering, "unit {} is released while its gather is in flight", b.unit);
       scheduled_.release(std::move(u.compute));
       scheduled_.release(std::move(u.staging));
       u.working_bf16 = nullptr;
-      u.weights = WeightResidency::kSharded;
       break;
-    case BufferKind::kSecondary:
-      scheduled_.release(std::move(u.secondary));
-      u.secondary_state = SecondaryResidency::kNone;
-      break;
-    case BufferKind::kUnitGrad:
-      STRATA_CHECK(u.unit_grad != GradResidency::kReducing, "the gradient of unit {} is freed while its reduction is in flight",
-                   b.unit);
-      scheduled_.release(std::move(u.grad));
-      u.unit_grad = GradResidency::kNone;
-      break;
+    case BufferKind::kSecondary: scheduled_.release(std::move(u.secondary)); break;
+    case BufferKind::kUnitGrad: scheduled_.release(std::move(u.grad)); break;
     case BufferKind::kCount: break;
   }
-  live_by_kind_[static_cast<std::size_t>(b.kind)] -= b.bytes;
+  ledger_.free(b);
 }
 
-void ShardedEngine::weights_changed() {
-  for (auto& u : units_) {
-    if (u->secondary_state == SecondaryResidency::kHeld) u->secondary_state = SecondaryResidency::kStale;
-  }
-}
-
-// ---- the table's accesses against the residency -------------------------------------------
-
-void ShardedEngine::check_accesses(const ScheduleOp& op) {
-  for (const Access& a : op_accesses(schedule_, op)) {
-    if (a.unit < 0) continue;
-    const UnitShard& u = shard(a.unit);
-    const std::string what = resource_name(schedule_, a.resource, a.unit);
-    switch (a.resource) {
-      case Resource::kGathered:
-        // A gather's start writes the copy it allocated; everything else needs it complete.
-        if (a.after == After::kInFlight) {
-          const WeightResidency expected = op.bucket == 0 ? WeightResidency::kSharded : WeightResidency::kGathering;
-          STRATA_CHECK(u.weights == expected, "{} would gather {}, which is {}", op_kind_name(op.kind), what,
-                       residency_name(u.weights));
-        } else if (a.read) {
-          STRATA_CHECK(u.weights == WeightResidency::kGathered, "{} reads {}, which is {} (the schedule computes with "
-                       "a unit before its gather completed)", op_kind_name(op.kind), what, residency_name(u.weights));
-        }
-        break;
-      case Resource::kSecondary:
-        if (a.read) (void)secondary_copy(a.unit);  // refuses a missing or stale copy with a sentence
-        break;
-      case Resource::kPrimary:
-        // A read of the primary shard while its update is in flight would see half the new weights.
-        STRATA_CHECK(!a.read || u.primary_state == PrimaryResidency::kCurrent, "{} reads {}, which is {}",
-                     op_kind_name(op.kind), what, residency_name(u.primary_state));
-        break;
-      case Resource::kUnitGrad:
-        STRATA_CHECK(u.unit_grad != GradResidency::kNone, "{} touches {}, which is not allocated", op_kind_name(op.kind),
-                     what);
-        break;
-      default: break;
-    }
-  }
+void ShardedEngine::invalidate_secondaries() {
+  for (UnitLifecycle& s : states_) s.invalidate_secondary();
 }
 
 // ---- the ops --------------------------------------------------------------------------------
-
-std::function<void()> ShardedEngine::gather_task(const ScheduleOp& op) {
-  UnitShard& u = shard(op.unit);
-  const DType wt = options_.weight_dtype;
-  if (op.comm.bucketed()) {
-    // A bucket gathers its part of every rank's piece through collective scratch, into its parts
-    // of the compute copy; the unit's weights are complete when its last bucket is waited for.
-    const bool secondary = op.source == WeightSource::kSecondary;
-    const void* from = secondary ? secondary_copy(op.unit).data() : u.primary.data();
-    float* compute = reinterpret_cast<float*>(u.compute->data());
-    const CollectiveSpec spec = op.comm;
-    const TrafficPhase phase = op.phase;
-    return [this, spec, phase, from, wt, compute] {
-      comm_.meter().set_phase(phase);
-      gather_bucket(comm_, spec, from, wt, compute, scratch_);
-    };
-  }
-  STRATA_CHECK(op.comm.dtype == wt && op.comm.elements == u.padded, "a gather of unit {} as {} elements of {}", op.unit,
-               op.comm.elements, dtype_name(op.comm.dtype));
-  const bool secondary = op.source == WeightSource::kSecondary;
-  const void* from = secondary ? secondary_copy(op.unit).data() : u.primary.data();  // refuses a stale or missing copy
-  const std::size_t from_len = secondary ? u.secondary_len : u.weight_len;
-  float* compute = reinterpret_cast<float*>(u.compute->data());
-  const std::size_t staging = u.staging ? u.staging->size() : 0;
-  void* stage = u.staging ? static_cast<void*>(u.staging->data()) : static_cast<void*>(compute);
-  const CollectiveSpec spec = op.comm;
-  const TrafficPhase phase = op.phase;
-  const std::size_t padded = u.padded;
-  if (spec.quant.enabled()) {
-    const auto span = static_cast<std::size_t>(comm_.topology().span(spec.first_level, spec.last_level));
-    STRATA_CHECK(staging == quantized_gather_bytes(spec.quant, from_len, span),
-                 "the schedule stages {} bytes for the quantized gather of unit {}, which needs {}", staging, op.unit,
-                 quantized_gather_bytes(spec.quant, from_len, span));
-    // Decoded into fp32; bf16 working weights compute with bf16 values, as unquantized ones do,
-    // so the secondary copy taken from them is exact.
-    return [this, spec, phase, from, wt, from_len, stage, compute, padded] {
-      comm_.meter().set_phase(phase);
-      start_quantized_all_gather(comm_, spec.quant, from, wt, from_len, spec.first_level, spec.last_level, stage,
-                                 compute, spec.flat)
-          ->wait();
-      if (wt == DType::kBF16) round_to_bf16(compute, padded);
-    };
-  }
-  STRATA_CHECK(staging == (wt == DType::kF32 ? 0 : u.padded * dtype_size(wt)),
-               "the schedule stages {} bytes for the {} gather of unit {}", staging, dtype_name(wt), op.unit);
-  if (wt == DType::kBF16) u.working_bf16 = static_cast<const bf16*>(stage);  // read only after the wait
-  return [this, spec, phase, from, from_len, stage, compute, padded, wt] {
-    comm_.meter().set_phase(phase);
-    start_unit_gather(comm_, spec, from, from_len, stage)->wait();
-    if (stage != compute) widen_from(compute, stage, padded, wt);  // bf16 staging
-  };
-}
 
 namespace {
 
@@ -349,66 +159,26 @@ void wait_slot(std::vector<std::unique_ptr<CommRequest>>& slots, const ScheduleO
 
 void ShardedEngine::start(const ScheduleOp& op) {
   UnitShard& u = shard(op.unit);
-  const CollectiveSpec spec = op.comm;
-  const TrafficPhase phase = op.phase;
-  UnitShard* unit = &u;
+  const auto post = [&](std::vector<std::unique_ptr<CommRequest>>& slots, CollectiveTask task) {
+    slot(slots, op) = comm_thread_->post(task_name(op), std::move(task));
+  };
   switch (op.kind) {
     case OpKind::kGatherStart:
-      u.weights = WeightResidency::kGathering;
       if (op.comm.empty()) {
         // Replicated weights: nothing to gather; bf16 ones are widened for compute.
         if (u.compute) widen_from(reinterpret_cast<float*>(u.compute->data()), u.primary.data(), u.padded, options_.weight_dtype);
         if (options_.weight_dtype == DType::kBF16) u.working_bf16 = reinterpret_cast<const bf16*>(u.primary.data());
         return;
       }
-      slot(u.gathers, op) = comm_thread_->post(task_name(op), gather_task(op));
+      post(u.gathers, gather_task(comm_, scratch_, u, op, options_.weight_dtype,
+                                  op.source == WeightSource::kSecondary ? secondary_copy(op.unit).data() : u.primary.data()));
       return;
-    case OpKind::kReplicaReduceScatterStart:
-      STRATA_CHECK(op.comm.bucketed() ? op.comm.bucket_piece == u.optim_len : op.comm.elements == u.grad_len,
-                   "a replica reduce-scatter of unit {} as {} elements", op.unit, op.comm.elements);
-      slot(u.replica_tasks, op) = comm_thread_->post(task_name(op), [this, unit, spec, phase] {
-        comm_.meter().set_phase(phase);
-        reduce_scatter_replicas(comm_, spec, unit->grad_shard.data(), unit->reduced_grad(), scratch_);
-      });
-      return;
-    case OpKind::kReplicaAllReduceStart:
-      STRATA_CHECK(op.comm.bucketed() ? op.comm.bucket_piece == u.optim_len : op.comm.elements == u.optim_len,
-                   "a replica all-reduce of unit {} as {} elements", op.unit, op.comm.elements);
-      slot(u.replica_tasks, op) = comm_thread_->post(task_name(op), [this, unit, spec, phase] {
-        comm_.meter().set_phase(phase);
-        all_reduce_replicas(comm_, spec, unit->reduced_grad(), scratch_);
-      });
-      return;
-    case OpKind::kGatherUpdatedStart:
-      STRATA_CHECK((op.comm.bucketed() ? op.comm.bucket_piece == u.optim_len : op.comm.elements == u.weight_len) &&
-                       op.comm.dtype == options_.weight_dtype,
-                   "the updated weights of unit {} as {} elements", op.unit, op.comm.elements);
-      STRATA_CHECK(op.bucket > 0 || u.primary_state == PrimaryResidency::kCurrent,
-                   "a second update of the primary shard of unit {} in flight", op.unit);
-      u.primary_state = PrimaryResidency::kUpdating;
-      slot(u.updated_tasks, op) = comm_thread_->post(task_name(op), [this, unit, spec, phase] {
-        comm_.meter().set_phase(phase);
-        gather_updated(comm_, spec, unit->master.data(), unit->optim_len, unit->optim_offset, unit->primary.data(),
-                       unit->weight_offset);
-      });
-      return;
+    case OpKind::kReplicaReduceScatterStart: post(u.replica_tasks, replica_reduce_scatter_task(comm_, scratch_, u, op)); return;
+    case OpKind::kReplicaAllReduceStart: post(u.replica_tasks, replica_all_reduce_task(comm_, scratch_, u, op)); return;
+    case OpKind::kGatherUpdatedStart: post(u.updated_tasks, gather_updated_task(comm_, u, op, options_.weight_dtype)); return;
     case OpKind::kReduceScatterStart: {
-      STRATA_CHECK(op.comm.bucketed() ? op.comm.bucket_piece == u.grad_len : op.comm.elements == u.padded,
-                   "a reduce-scatter of unit {} as {} elements", op.unit, op.comm.elements);
-      STRATA_CHECK(u.unit_grad == GradResidency::kOpen || (op.bucket > 0 && u.unit_grad == GradResidency::kReducing),
-                   "a reduce-scatter of unit {} whose gradient is {}", op.unit, residency_name(u.unit_grad));
-      float* gradient = unit_gradient(op.unit);
-      u.unit_grad = GradResidency::kReducing;
-      if (op.bucket == 0) {
-        u.reductions.clear();
-        u.reductions.resize(static_cast<std::size_t>(op.buckets));
-      }
-      UnitShard::Reduction* r = &u.reductions.at(static_cast<std::size_t>(op.bucket));
-      r->task = comm_thread_->post(task_name(op), [this, r, spec, phase, gradient] {
-        comm_.meter().set_phase(phase);
-        r->reduction = start_unit_reduce_scatter(comm_, spec, gradient, scratch_);
-        r->reduction->complete();
-      });
+      CollectiveTask task = reduce_scatter_task(comm_, scratch_, u, op);
+      u.reductions[static_cast<std::size_t>(op.bucket)].task = comm_thread_->post(task_name(op), std::move(task));
       return;
     }
     default: STRATA_CHECK(false, "{} is not a start", op_kind_name(op.kind));
@@ -417,16 +187,10 @@ void ShardedEngine::start(const ScheduleOp& op) {
 
 void ShardedEngine::wait(const ScheduleOp& op) {
   UnitShard& u = shard(op.unit);
-  const bool last = op.bucket + 1 == op.buckets;
   switch (op.kind) {
-    case OpKind::kGatherWait:
-      STRATA_CHECK(u.weights == WeightResidency::kGathering, "a gather wait of unit {} that is {}", op.unit,
-                   residency_name(u.weights));
-      wait_slot(u.gathers, op);
-      if (last) u.weights = WeightResidency::kGathered;
-      return;
+    case OpKind::kGatherWait: wait_slot(u.gathers, op); return;
     case OpKind::kReduceScatterWait: {
-      STRATA_CHECK(static_cast<std::size_t>(op.bucket) < u.reductions.size() && u.unit_grad == GradResidency::kReducing,
+      STRATA_CHECK(static_cast<std::size_t>(op.bucket) < u.reductions.size(),
                    "a reduce-scatter wait of unit {} without its start", op.unit);
       UnitShard::Reduction& r = u.reductions[static_cast<std::size_t>(op.bucket)];
       STRATA_CHECK(r.task != nullptr, "a reduce-scatter wait of unit {} without its start", op.unit);
@@ -436,7 +200,6 @@ void ShardedEngine::wait(const ScheduleOp& op) {
                                                        comm_.topology().span(op.comm.first_level, op.comm.last_level));
       r.reduction->accumulate(u.grad_shard.data() + op.comm.bucket_offset, piece);
       r.reduction.reset();
-      if (last) u.unit_grad = GradResidency::kOpen;  // its free effect drops it
       return;
     }
     case OpKind::kReplicaReduceScatterWait:
@@ -449,165 +212,8 @@ void ShardedEngine::wait(const ScheduleOp& op) {
     case OpKind::kGatherUpdatedWait:
       // The first step of a run has nothing in flight (and neither has one after a flush).
       wait_slot(u.updated_tasks, op);
-      if (last) u.primary_state = PrimaryResidency::kCurrent;
       return;
     default: STRATA_CHECK(false, "{} is not a wait", op_kind_name(op.kind));
-  }
-}
-
-const float* ShardedEngine::weights(int unit) {
-  UnitShard& u = shard(unit);
-  STRATA_CHECK(u.weights == WeightResidency::kGathered, "the schedule computes with unit '{}' while it is {}",
-               layout().unit(static_cast<std::size_t>(unit)).name, residency_name(u.weights));
-  if (u.compute) return reinterpret_cast<const float*>(u.compute->data());
-  return reinterpret_cast<const float*>(u.primary.data());  // replicated fp32: compute in place
-}
-
-const bf16* ShardedEngine::working_bf16(int unit) {
-  return options_.bf16_working_copy ? shard(unit).working_bf16 : nullptr;
-}
-
-// Where the table says this backward op writes the unit's gradient (schedule/op_effects): its
-// unit-gradient buffer, or the gradient shard in place.
-float* ShardedEngine::gradient_target(const ScheduleOp& op, int unit) {
-  UnitShard& u = shard(unit);
-  for (const Access& a : op_accesses(schedule_, op)) {
-    if (a.unit != unit || !a.write) continue;
-    if (a.resource == Resource::kGradShard) return u.grad_shard.data();  // accumulate in place
-    if (a.resource == Resource::kUnitGrad) {
-      STRATA_CHECK(u.grad != nullptr, "the schedule writes the gradient of unit {} without allocating it", unit);
-      return reinterpret_cast<float*>(u.grad->data());
-    }
-  }
-  STRATA_CHECK(false, "{} writes no gradient of unit {}", op_kind_name(op.kind), unit);
-}
-
-// The unit-gradient buffer a reduce-scatter reads (the table: reduce_scatter_start reads it).
-float* ShardedEngine::unit_gradient(int unit) {
-  UnitShard& u = shard(unit);
-  STRATA_CHECK(u.grad != nullptr, "the schedule reduces the gradient of unit {} without allocating it", unit);
-  return reinterpret_cast<float*>(u.grad->data());
-}
-
-namespace {
-
-// The i-th of an op's units (weights read or gradients written), as the schedule listed them:
-// the embedding {token table}, a block {its unit}, the head {final norm, token table}.
-int nth_unit(const std::vector<int>& units, std::size_t i, const ScheduleOp& op, const char* what) {
-  STRATA_CHECK(i < units.size(), "{} of stage {} lists {} {} units, fewer than {}", op_kind_name(op.kind),
-               static_cast<int>(op.stage), units.size(), what, i + 1);
-  return units[i];
-}
-
-}  // namespace
-
-// The units, buffers and gradient targets come from the op alone.
-void ShardedEngine::compute(const ScheduleOp& op, const SegmentOperands& x) {
-  STRATA_CHECK(x.tokens.size() == gpt_.tokens_per_batch() && x.targets.size() == gpt_.tokens_per_batch(),
-               "{} with {} tokens for a micro-batch of {}", op_kind_name(op.kind), x.tokens.size(), gpt_.tokens_per_batch());
-  const auto w = [&](std::size_t i) {
-    const int unit = nth_unit(op.weight_units, i, op, "weight");
-    return UnitWeights(weights(unit), working_bf16(unit));
-  };
-  const auto g = [&](std::size_t i) { return gradient_target(op, nth_unit(op.grad_units, i, op, "gradient")); };
-  if (op.kind == OpKind::kForward) {
-    switch (op.stage) {
-      case ComputeStage::kEmbedding: gpt_.embedding_forward(w(0).f32, x.tokens); break;
-      case ComputeStage::kBlock: gpt_.block_forward(op.layer, w(0)); break;
-      case ComputeStage::kHead: break;  // returns the loss: see local()
-      case ComputeStage::kNone: break;
-    }
-    return;
-  }
-  switch (op.stage) {
-    case ComputeStage::kHead: gpt_.head_backward(w(0).f32, w(1), g(0), g(1), x.loss_scale); break;
-    case ComputeStage::kBlock:
-      // The last block: the next block's gather is already in flight there.
-      STRATA_REQUIRE(!(comm_.rank() == options_.fail_rank && steps_before_ + steps_run_ == options_.fail_step &&
-                       op.layer == layout().config().n_layer - 1),
-                     "injected failure (STRATA_INJECT_FAILURE={}:{}) in the backward of block {}", options_.fail_rank,
-                     options_.fail_step, op.layer);
-      gpt_.block_backward(op.layer, w(0), g(0));
-      break;
-    case ComputeStage::kEmbedding: gpt_.embedding_backward(g(0)); break;
-    case ComputeStage::kNone: break;
-  }
-}
-
-void ShardedEngine::local(const ScheduleOp& op, const SegmentOperands& x, SegmentResults& results) {
-  switch (op.kind) {
-    case OpKind::kKeepSecondary: {
-      // From the gathered fp32 copy, the values forward computed with (decoded ones under qwZ), so
-      // backward computes with the same weights.
-      UnitShard& u = shard(op.unit);
-      STRATA_CHECK(u.weights == WeightResidency::kGathered && u.secondary && u.compute,
-                   "keep_secondary of unit {} without a gathered copy", op.unit);
-      narrow_to(u.secondary->data(), reinterpret_cast<const float*>(u.compute->data()) + u.secondary_offset,
-                u.secondary_len, options_.weight_dtype);
-      u.secondary_state = SecondaryResidency::kHeld;
-      return;
-    }
-    case OpKind::kRelease:
-      // Its free effect drops the copy (replicated fp32 weights have none: they compute in place).
-      shard(op.unit).weights = WeightResidency::kSharded;
-      return;
-    case OpKind::kForward:
-      if (op.stage == ComputeStage::kHead) {
-        compute(op, x);  // the token check
-        const int embedding = nth_unit(op.weight_units, 1, op, "weight");
-        results.local_loss = gpt_.head_forward(weights(nth_unit(op.weight_units, 0, op, "weight")),
-                                               UnitWeights(weights(embedding), working_bf16(embedding)), x.targets);
-        return;
-      }
-      compute(op, x);
-      return;
-    case OpKind::kBackward: compute(op, x); return;
-    case OpKind::kOptimizerStep: {
-      const OpScope scope(Op::kOptimizer);
-      UnitShard& u = shard(op.unit);
-      const UpdateOperands& up = x.update;
-      adamw_update_unit_slice(layout().unit(static_cast<std::size_t>(op.unit)),
-                              Range{u.optim_offset, u.optim_offset + u.optim_len}, u.master.data(), u.reduced_grad(),
-                              u.m.data(), u.v.data(), up.hyper, static_cast<float>(up.lr), up.step, up.grad_scale);
-      return;
-    }
-    case OpKind::kBumpEpoch: weights_changed(); return;
-    default: STRATA_CHECK(false, "{} is not local work", op_kind_name(op.kind));
-  }
-}
-
-void ShardedEngine::blocking(const ScheduleOp& op, const SegmentOperands& x, SegmentResults& results) {
-  switch (op.kind) {
-    case OpKind::kLossReduce: {
-      double loss = results.local_loss;
-      if (!op.comm.empty()) {
-        run_collective(op, [&] { comm_.all_reduce_control(&loss, 1, op.comm.first_level, op.comm.last_level); });
-      }
-      // Every rank's loss is a mean over its rows; the global mean is their average.
-      results.loss = loss / comm_.world_size();
-      return;
-    }
-    case OpKind::kGradNorm: {
-      const OpScope scope(Op::kGradNorm);
-      double sum = 0.0;
-      for (const auto& s : units_) sum += sum_of_squares(s->reduced_grad(), s->optim_len);
-      if (!op.comm.empty()) {
-        run_collective(op, [&] { comm_.all_reduce_control(&sum, 1, op.comm.first_level, op.comm.last_level); });
-      }
-      results.norm = std::sqrt(sum);
-      return;
-    }
-    case OpKind::kAgreeStop: {
-      double stop = x.update.stop_requested ? 1.0 : 0.0;
-      if (!op.comm.empty()) {
-        run_collective(op, [&] {
-          comm_.all_reduce_control(&stop, 1, op.comm.first_level, op.comm.last_level, ControlOp::kMax);
-        });
-      }
-      results.stop = stop != 0.0;
-      return;
-    }
-    default: STRATA_CHECK(false, "{} is not a blocking collective", op_kind_name(op.kind));
   }
 }
 
@@ -617,45 +223,51 @@ std::string ShardedEngine::task_name(const ScheduleOp& op) const {
   return name;
 }
 
-// A blocking collective: on the communication thread (the only one making MPI calls while a
-// segment runs), with the op's phase on the meter.
-void ShardedEngine::run_collective(const ScheduleOp& op, const std::function<void()>& work) {
-  const TrafficPhase phase = op.phase;
-  comm_thread_->run(task_name(op), [this, phase, &work] {
-    comm_.meter().set_phase(phase);
-    work();
-  });
-}
-
-void ShardedEngine::execute(const ScheduleOp& op) {
-  SegmentResults ignored;
-  execute(op, SegmentOperands{}, ignored);
-}
 
 void ShardedEngine::execute(const ScheduleOp& op, const SegmentOperands& operands, SegmentResults& results) {
-  const std::int64_t begin = options_.record_timeline ? steady_now_ns() : 0;
+  update_ = operands.update;
+  OpContext c = context(operands);
+  c.local_loss = results.local_loss;  // the results go on from op to op, as in a segment
+  c.loss = results.loss;
+  c.norm = results.norm;
+  c.stop = results.stop;
+  execute(op, c);
+  results = {c.local_loss, c.loss, c.norm, c.stop};
+}
+
+void ShardedEngine::execute(const ScheduleOp& op, OpContext& context) {
+  const std::int64_t begin = timeline_.begin();
   const OpKindInfo& info = op_kind_info(op.kind);
+  apply_op(schedule_, op, states_);
   for (const BufferEffect& b : op.alloc) acquire_buffer(b);
-  check_accesses(op);
+  failure_.before(op, comm_.rank(), steps_before_ + steps_run_);
   switch (info.sync) {
-    case OpSync::kLocal: local(op, operands, results); break;
+    case OpSync::kLocal: local(op, context); break;
     case OpSync::kStart: start(op); break;
     case OpSync::kWait: wait(op); break;
-    case OpSync::kBlocking: blocking(op, operands, results); break;
+    case OpSync::kBlocking: blocking(op, context); break;
   }
   for (const BufferEffect& b : op.free) release_buffer(b);
   if (record_executed_) executed_.push_back({op.kind, info.sync, op.alloc, op.free});
-  if (options_.record_timeline) compute_spans_.push_back({task_name(op), begin, steady_now_ns()});
+  if (timeline_.enabled()) timeline_.record(task_name(op), begin);
+}
+
+OpContext ShardedEngine::context(const SegmentOperands& operands) {
+  OpContext c;
+  c.tokens = operands.tokens;
+  c.targets = operands.targets;
+  c.loss_scale = operands.loss_scale;
+  c.stop_requested = operands.update.stop_requested;
+  return c;
 }
 
 SegmentResults ShardedEngine::run(const StepSchedule& schedule, int segment, const SegmentOperands& operands) {
-  SegmentResults results;
-  for (int i : segment_order(schedule, segment, options_.shuffle_seed)) {
-    execute(schedule.ops[static_cast<std::size_t>(i)], operands, results);
-  }
+  update_ = operands.update;
+  OpContext c = context(operands);
+  run_segment(schedule, segment, *this, c, options_.shuffle_seed);
   // The meter's phase is set by each task on the communication thread, which may still be running
   // one of this segment's (the boundary overlaps the next step): never from here.
-  return results;
+  return {c.local_loss, c.loss, c.norm, c.stop};
 }
 
 // ---- the TrainingEngine interface ----------------------------------------------------------
@@ -670,8 +282,8 @@ void ShardedEngine::flush() {
       if (r) r->wait();
     }
     u->updated_tasks.clear();
-    u->primary_state = PrimaryResidency::kCurrent;
   }
+  for (UnitLifecycle& s : states_) s.settle_update();
 }
 
 void ShardedEngine::zero_grad() {

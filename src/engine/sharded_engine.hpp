@@ -14,6 +14,8 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "comm/comm_thread.hpp"
+#include "engine/engine_timeline.hpp"
+#include "engine/failure_injection.hpp"
 #include "engine/overlap_tuner.hpp"
 #include "comm/communicator.hpp"
 #include "engine/scratch_pool.hpp"
@@ -21,11 +23,13 @@
 #include "engine/unit_shards.hpp"
 #include "model/gpt.hpp"
 #include "plan/shard_plan.hpp"
+#include "schedule/buffer_ledger.hpp"
 #include "schedule/counting_executor.hpp"
 #include "engine/plan_report.hpp"
 #include "schedule/op_effects.hpp"
 #include "schedule/op_executor.hpp"
 #include "schedule/step_schedule.hpp"
+#include "schedule/unit_lifecycle.hpp"
 
 namespace strata {
 
@@ -119,7 +123,8 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   // One op of the schedule, exactly as written. Public so that tests can drive the engine through
   // hand-made sequences; the OpExecutor form runs it with no tokens and default operands.
   void execute(const ScheduleOp& op, const SegmentOperands& operands, SegmentResults& results);
-  void execute(const ScheduleOp& op) override;
+  using OpExecutor::execute;
+  void execute(const ScheduleOp& op, OpContext& context) override;
   // With record: every op executed from here on, in order.
   void record_executed_ops(bool record) { record_executed_ = record; }
   const std::vector<ExecutedOp>& executed_ops() const { return executed_; }
@@ -150,7 +155,7 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   // made, or dropped after the backward gather used it) or stale (made before the weights last
   // changed: an update or a checkpoint load).
   std::span<const unsigned char> secondary_copy(int unit) const;
-  SecondaryResidency secondary_residency(int unit) const { return units_.at(static_cast<std::size_t>(unit))->secondary_state; }
+  SecondaryResidency secondary_residency(int unit) const { return states_.at(static_cast<std::size_t>(unit)).secondary(); }
 
   // The full fp32 master weights of a unit (unpadded), gathered over the optimizer levels.
   // Collective.
@@ -162,23 +167,20 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   SegmentResults run(const StepSchedule& schedule, int segment, const SegmentOperands& operands);
   void acquire_buffer(const BufferEffect& b);
   void release_buffer(const BufferEffect& b);
-  // The table's accesses of the op, checked against each unit's residency before it runs.
-  void check_accesses(const ScheduleOp& op);
   // The four ways an op runs (schedule/op_effects: its sync), each with the kind's own work.
   void start(const ScheduleOp& op);
   void wait(const ScheduleOp& op);
-  void blocking(const ScheduleOp& op, const SegmentOperands& operands, SegmentResults& results);
-  void local(const ScheduleOp& op, const SegmentOperands& operands, SegmentResults& results);
-  std::function<void()> gather_task(const ScheduleOp& op);
+  void blocking(const ScheduleOp& op, OpContext& context);
+  void local(const ScheduleOp& op, OpContext& context);
+  static OpContext context(const SegmentOperands& operands);
   const float* weights(int unit);
   const bf16* working_bf16(int unit);  // the unit's gathered bf16 copy, where bf16 compute may read it
   float* gradient_target(const ScheduleOp& op, int unit);  // where op writes the unit's gradient
-  float* unit_gradient(int unit);                          // the unit-gradient buffer (allocated)
-  void compute(const ScheduleOp& op, const SegmentOperands& operands);
+  void compute(const ScheduleOp& op, const OpContext& context);
   void run_collective(const ScheduleOp& op, const std::function<void()>& work);
   std::string task_name(const ScheduleOp& op) const;
   void gather_full(const AlignedBuffer<float>& slice, UnitShard& u, float* full);
-  void weights_changed();  // every held secondary copy becomes stale
+  void invalidate_secondaries();  // the weights changed: every held secondary copy becomes stale
 
   Communicator& comm_;
   ShardedEngineOptions options_;
@@ -193,8 +195,9 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   ScratchPool scratch_;    // collective staging
   std::unique_ptr<CommThread> comm_thread_;  // after the pools (its tasks use them), before the units
   std::vector<std::unique_ptr<UnitShard>> units_;
-  std::vector<TaskSpan> compute_spans_;      // with record_timeline: every op this thread ran
-  std::array<std::uint64_t, ScheduleCounts::kBuffers> live_by_kind_{}, peak_by_kind_{};
+  EngineTimeline timeline_;                  // with record_timeline: every op this thread ran
+  std::vector<UnitLifecycle> states_;  // each unit's state: the one place it changes is apply_op
+  BufferLedger ledger_;                // the bytes of the buffers the schedule's ops allocate
   int steps_run_ = 0;
   int steps_before_ = 0;  // optimizer steps of the run before the checkpoint this engine loaded
   OverlapTuner tuner_;              // with tune_overlap: deciding, then decided
@@ -202,6 +205,8 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   int micro_ = 0;          // micro-batches of this step run so far
   bool reduced_ = false;   // the boundary reduction of this step has run
   double norm_ = 0.0;      // the last boundary reduction's norm (asked for again by optimizer_step)
+  UpdateOperands update_;  // the operands of the update segment now running (optimizer_step's)
+  InjectedFailure failure_;
   bool record_executed_ = false;
   std::vector<ExecutedOp> executed_;
 };

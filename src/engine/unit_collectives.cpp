@@ -168,6 +168,19 @@ void widen_from(float* out, const void* in, std::size_t n, DType type) {
   }
 }
 
+void gather_unit(Communicator& comm, const CollectiveSpec& spec, const void* shard, std::size_t shard_elements,
+                 DType weight_dtype, void* staging, float* compute, std::size_t padded) {
+  if (spec.quant.enabled()) {
+    start_quantized_all_gather(comm, spec.quant, shard, weight_dtype, shard_elements, spec.first_level, spec.last_level,
+                               staging, compute, spec.flat)
+        ->wait();
+    if (weight_dtype == DType::kBF16) round_to_bf16(compute, padded);
+    return;
+  }
+  start_unit_gather(comm, spec, shard, shard_elements, staging)->wait();
+  if (staging != compute) widen_from(compute, staging, padded, weight_dtype);
+}
+
 std::unique_ptr<CommRequest> start_unit_gather(Communicator& comm, const CollectiveSpec& spec, const void* shard,
                                                std::size_t shard_elements, void* gathered) {
   STRATA_CHECK(spec.kind == CollectiveKind::kAllGather && !spec.empty() && !spec.quant.enabled(),

@@ -2,8 +2,8 @@
 // (local shard placed, then gathered), the gradient reduce-scatter (narrowed to the wire dtype,
 // reduced, widened and accumulated in fp32), the boundary replica reductions, and the gather of
 // updated weights. A spec with quantization on takes the quantized path (comm/quantized.hpp)
-// behind the same calls: qgZ for the reductions; qwZ gathers are started by the engine itself,
-// since they decode straight into the compute copy.
+// behind the same calls: qgZ for the reductions, qwZ for the gathers (decoded straight into the
+// compute copy).
 #pragma once
 
 #include <cstddef>
@@ -36,6 +36,14 @@ void unpack_bucket(const void* packed, void* full, const BucketLayout& b, DType 
 // (the unit in fp32); bf16 working weights round the decoded values to bf16, as unbucketed ones.
 void gather_bucket(Communicator& comm, const CollectiveSpec& spec, const void* shard, DType weight_dtype,
                    float* compute, ScratchPool& scratch);
+
+// One whole (unbucketed) weight gather of a unit, run to completion: this rank's shard (`shard`,
+// shard_elements of the working dtype) gathered into `compute` (the padded unit in fp32). Under
+// qwZ the blobs land in `staging` and are decoded into compute (bf16 working weights then round
+// to bf16, as unquantized ones compute, so a secondary copy taken from them is exact); a bf16
+// gather lands in `staging` and is widened; an fp32 one lands in compute (staging == compute).
+void gather_unit(Communicator& comm, const CollectiveSpec& spec, const void* shard, std::size_t shard_elements,
+                 DType weight_dtype, void* staging, float* compute, std::size_t padded);
 
 // Starts gathering spec.elements elements of spec.dtype into `gathered`: this rank's shard of
 // `shard_elements` (spec.elements / span of the spec's levels) is copied into its place first.

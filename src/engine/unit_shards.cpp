@@ -9,37 +9,6 @@
 
 namespace strata {
 
-const char* residency_name(WeightResidency r) {
-  switch (r) {
-    case WeightResidency::kSharded: return "sharded";
-    case WeightResidency::kGathering: return "gathering";
-    case WeightResidency::kGathered: return "gathered";
-  }
-  return "?";
-}
-
-const char* residency_name(SecondaryResidency r) {
-  switch (r) {
-    case SecondaryResidency::kNone: return "not held";
-    case SecondaryResidency::kHeld: return "held";
-    case SecondaryResidency::kStale: return "stale";
-  }
-  return "?";
-}
-
-const char* residency_name(PrimaryResidency r) {
-  return r == PrimaryResidency::kCurrent ? "current" : "being updated";
-}
-
-const char* residency_name(GradResidency r) {
-  switch (r) {
-    case GradResidency::kNone: return "none";
-    case GradResidency::kOpen: return "open";
-    case GradResidency::kReducing: return "reducing";
-  }
-  return "?";
-}
-
 std::vector<std::unique_ptr<UnitShard>> make_unit_shards(const ModelLayout& layout, const Topology& t,
                                                          const ShardPlan& plan, int rank, DType weight_dtype,
                                                          std::uint64_t seed) {

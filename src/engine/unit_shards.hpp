@@ -1,6 +1,7 @@
 // What one rank holds of each parameter unit: the element ranges of its shards (weights,
 // gradients, optimizer slice, secondary copy) in unit coordinates, the resident buffers, and the
-// transient ones the schedule allocates (gathered copy, secondary copy, unit gradient).
+// transient ones the schedule allocates (gathered copy, secondary copy, unit gradient). Which of
+// them may be read is the unit's state (schedule/unit_lifecycle), not the buffers' presence.
 #pragma once
 
 #include <cstddef>
@@ -18,32 +19,6 @@
 #include "plan/shard_plan.hpp"
 
 namespace strata {
-
-// A unit's residency, as explicit states (in the manner of FSDP2's per-parameter state): what may
-// be read now is the state, never inferred from which buffers happen to be allocated.
-enum class WeightResidency {
-  kSharded,    // only the primary shard (no compute copy)
-  kGathering,  // the compute copy is allocated and its gather posted, not waited for
-  kGathered,   // the compute copy is complete: compute may read it
-};
-enum class SecondaryResidency {
-  kNone,   // no secondary (hpZ) copy held
-  kHeld,   // held, made from the current weights
-  kStale,  // held, but the weights changed since (an update or a checkpoint load): never read
-};
-enum class PrimaryResidency {
-  kCurrent,   // the primary shard holds the current weights
-  kUpdating,  // the updated-weights gather that writes it is in flight (into the next step)
-};
-enum class GradResidency {
-  kNone,      // no unit-gradient buffer
-  kOpen,      // allocated; this micro-batch's backward writes into it
-  kReducing,  // its reduce-scatter is in flight; nothing may touch it until the wait
-};
-const char* residency_name(WeightResidency r);
-const char* residency_name(SecondaryResidency r);
-const char* residency_name(GradResidency r);
-const char* residency_name(PrimaryResidency r);
 
 struct UnitShard {
   std::size_t numel = 0, padded = 0;
@@ -70,11 +45,6 @@ struct UnitShard {
   // Null otherwise, and from the unit's release.
   const bf16* working_bf16 = nullptr;
   ScratchPool::Buffer grad;       // fp32, padded: this micro-batch's unit gradient (sharded gradients)
-
-  WeightResidency weights = WeightResidency::kSharded;
-  PrimaryResidency primary_state = PrimaryResidency::kCurrent;
-  SecondaryResidency secondary_state = SecondaryResidency::kNone;
-  GradResidency unit_grad = GradResidency::kNone;
 
   // The gradient after the boundary's replica reduction: the optimizer slice's values, which sit
   // inside the gradient shard (one index system: the shard, and this slice of it).

@@ -1,19 +1,18 @@
 // The counting executor.
 #include "schedule/counting_executor.hpp"
 
-#include <algorithm>
-
 #include "core/error.hpp"
 #include "schedule/op_effects.hpp"
 
 namespace strata {
 
-CountingExecutor::CountingExecutor(const Topology& topology) : topology_(topology) {
+CountingExecutor::CountingExecutor(const StepSchedule& schedule, const Topology& topology)
+    : schedule_(schedule), topology_(topology), units_(unit_lifecycles(schedule)) {
   for (auto& v : counts_.bytes) v.assign(static_cast<std::size_t>(topology.level_count()), 0);
   for (auto& v : counts_.calls) v.assign(static_cast<std::size_t>(topology.level_count()), 0);
 }
 
-void CountingExecutor::execute(const ScheduleOp& op) {
+void CountingExecutor::execute(const ScheduleOp& op, OpContext& /*context: nothing runs*/) {
   // What it counts must be what the op kind may do (schedule/op_effects).
   const OpKindInfo& info = op_kind_info(op.kind);
   for (const BufferEffect& b : op.alloc) {
@@ -24,13 +23,10 @@ void CountingExecutor::execute(const ScheduleOp& op) {
     STRATA_CHECK(info.frees[static_cast<std::size_t>(b.kind)], "{} frees {} memory, which its kind may not",
                  op_kind_name(op.kind), buffer_kind_name(b.kind));
   }
-  for (const BufferEffect& b : op.alloc) {
-    live_ += b.bytes;
-    auto& kind = live_by_kind_[static_cast<std::size_t>(b.kind)];
-    kind += b.bytes;
-    counts_.peak_by_kind[static_cast<std::size_t>(b.kind)] = std::max(counts_.peak_by_kind[static_cast<std::size_t>(b.kind)], kind);
-  }
-  counts_.peak_live_bytes = std::max(counts_.peak_live_bytes, live_);
+  apply_op(schedule_, op, units_);
+  for (const BufferEffect& b : op.alloc) ledger_.allocate(b);
+  counts_.peak_live_bytes = ledger_.peak_bytes();
+  counts_.peak_by_kind = ledger_.peak_by_kind();
   if (op.comm.is_control()) {
     if (!op.comm.empty()) {
       ++counts_.control_calls;
@@ -47,16 +43,11 @@ void CountingExecutor::execute(const ScheduleOp& op) {
   }
   if (op.kind == OpKind::kForward) counts_.forward_flops += op.flops;
   if (op.kind == OpKind::kBackward) counts_.backward_flops += op.flops;
-  for (const BufferEffect& b : op.free) {
-    STRATA_CHECK(live_ >= b.bytes && live_by_kind_[static_cast<std::size_t>(b.kind)] >= b.bytes,
-                 "the schedule frees more {} memory than it allocated", buffer_kind_name(b.kind));
-    live_ -= b.bytes;
-    live_by_kind_[static_cast<std::size_t>(b.kind)] -= b.bytes;
-  }
+  for (const BufferEffect& b : op.free) ledger_.free(b);
 }
 
 ScheduleCounts count_schedule(const StepSchedule& schedule, const Topology& topology) {
-  CountingExecutor counter(topology);
+  CountingExecutor counter(schedule, topology);
   run_all(schedule, counter);
   return counter.counts();
 }

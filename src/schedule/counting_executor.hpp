@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "schedule/buffer_ledger.hpp"
 #include "schedule/op_executor.hpp"
+#include "schedule/unit_lifecycle.hpp"
 
 namespace strata {
 
@@ -29,15 +31,18 @@ struct ScheduleCounts {
 
 class CountingExecutor final : public OpExecutor {
  public:
-  explicit CountingExecutor(const Topology& topology);
-  void execute(const ScheduleOp& op) override;
+  // Replays the units' lifecycle as it counts: an op in a state that may not run it is refused.
+  CountingExecutor(const StepSchedule& schedule, const Topology& topology);
+  using OpExecutor::execute;
+  void execute(const ScheduleOp& op, OpContext& context) override;
   const ScheduleCounts& counts() const { return counts_; }
 
  private:
+  const StepSchedule& schedule_;
   const Topology& topology_;
   ScheduleCounts counts_;
-  std::uint64_t live_ = 0;
-  std::array<std::uint64_t, ScheduleCounts::kBuffers> live_by_kind_{};
+  BufferLedger ledger_;
+  std::vector<UnitLifecycle> units_;
 };
 
 // Runs the whole list through a CountingExecutor.

@@ -47,8 +47,8 @@ std::vector<int> segment_order(const StepSchedule& s, int segment, std::uint64_t
   return order;
 }
 
-void run_segment(const StepSchedule& s, int segment, OpExecutor& executor, std::uint64_t shuffle_seed) {
-  for (int i : segment_order(s, segment, shuffle_seed)) executor.execute(s.ops[static_cast<std::size_t>(i)]);
+void run_segment(const StepSchedule& s, int segment, OpExecutor& executor, OpContext& context, std::uint64_t shuffle_seed) {
+  for (int i : segment_order(s, segment, shuffle_seed)) executor.execute(s.ops[static_cast<std::size_t>(i)], context);
 }
 
 void run_all(const StepSchedule& s, OpExecutor& executor) {

@@ -48,7 +48,7 @@ const OpKindInfo& op_kind_info(OpKind kind) {
   static const OpKindInfo optimizer_step = info("optimizer_step", OpSync::kLocal);
   static const OpKindInfo gather_updated_start = info("gather_updated_start", OpSync::kStart, OpKind::kGatherUpdatedWait);
   static const OpKindInfo gather_updated_wait = info("gather_updated_wait", OpSync::kWait, OpKind::kGatherUpdatedStart);
-  static const OpKindInfo bump_epoch = info("bump_epoch", OpSync::kLocal);
+  static const OpKindInfo invalidate_secondaries = info("invalidate_secondaries", OpSync::kLocal);
   static const OpKindInfo agree_stop = info("agree_stop", OpSync::kBlocking);
   switch (kind) {
     case OpKind::kGatherStart: return gather_start;
@@ -68,7 +68,7 @@ const OpKindInfo& op_kind_info(OpKind kind) {
     case OpKind::kOptimizerStep: return optimizer_step;
     case OpKind::kGatherUpdatedStart: return gather_updated_start;
     case OpKind::kGatherUpdatedWait: return gather_updated_wait;
-    case OpKind::kBumpEpoch: return bump_epoch;
+    case OpKind::kInvalidateSecondaries: return invalidate_secondaries;
     case OpKind::kAgreeStop: return agree_stop;
   }
   STRATA_CHECK(false, "an op kind outside the table ({})", static_cast<int>(kind));
@@ -174,7 +174,7 @@ std::vector<Access> op_accesses(const StepSchedule& s, const ScheduleOp& op) {
       a.push_back({Resource::kOptimizer, op.unit, true, false});  // the send buffer, until the gather ends
       a.push_back({Resource::kPrimary, op.unit, false, true});
       break;
-    case OpKind::kBumpEpoch: break;
+    case OpKind::kInvalidateSecondaries: break;
     case OpKind::kAgreeStop: a.push_back({Resource::kStopFlag, -1, false, true}); break;
   }
   // A later bucket's start touches a part of the buffer the earlier buckets (in flight) do not:

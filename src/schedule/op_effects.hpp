@@ -35,7 +35,7 @@ inline constexpr OpKind kAllOpKinds[] = {
     OpKind::kForward,           OpKind::kBackward,           OpKind::kLossReduce,    OpKind::kReduceScatterStart,
     OpKind::kReduceScatterWait, OpKind::kReplicaReduceScatterStart, OpKind::kReplicaReduceScatterWait,
     OpKind::kReplicaAllReduceStart, OpKind::kReplicaAllReduceWait, OpKind::kGradNorm, OpKind::kOptimizerStep,
-    OpKind::kGatherUpdatedStart, OpKind::kGatherUpdatedWait, OpKind::kBumpEpoch, OpKind::kAgreeStop,
+    OpKind::kGatherUpdatedStart, OpKind::kGatherUpdatedWait, OpKind::kInvalidateSecondaries, OpKind::kAgreeStop,
 };
 
 // The data an op can touch. Transient ones (a gathered copy, a secondary copy, a unit gradient,

@@ -682,7 +682,7 @@ class Builder {
       }
       grad_writer_[uu] = step_id;  // the next step starts from zeroed gradients after the update
     }
-    ScheduleOp bump = make(OpKind::kBumpEpoch, -1, -1);
+    ScheduleOp bump = make(OpKind::kInvalidateSecondaries, -1, -1);
     bump.deps = updating;
     add(bump);
   }

@@ -41,7 +41,7 @@ enum class OpKind {
   // overlap the wait is the next step's, just before that unit's first gather.
   kGatherUpdatedStart,
   kGatherUpdatedWait,
-  kBumpEpoch,            // boundary: weights changed; every secondary copy made before is stale
+  kInvalidateSecondaries,  // boundary: weights changed; every secondary copy made before is stale
   kAgreeStop,            // boundary: every rank learns whether any was asked to stop after this step
 };
 

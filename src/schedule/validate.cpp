@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "schedule/op_effects.hpp"
+#include "schedule/unit_lifecycle.hpp"
 
 namespace strata {
 
@@ -27,6 +28,7 @@ class Validator {
     pairs();
     data_flow();
     memory();
+    lifecycle();
     return std::move(out_);
   }
 
@@ -157,7 +159,7 @@ class Validator {
 
   void data_flow() {
     std::map<std::pair<Resource, int>, State> states;
-    int last_bump = -1;
+    int last_invalidation = -1;
     for (int i = 0; i < n_; ++i) {
       const std::vector<Access> list = op_accesses(s_, at(i));
       for (const Access& a : list) {
@@ -175,9 +177,9 @@ class Validator {
             problem("{} reads {} after {} {} it", op(i), what, op(st.writer),
                     st.after == After::kReleased ? "released" : "freed");
           }
-          if (a.resource == Resource::kSecondary && last_bump > st.writer) {
+          if (a.resource == Resource::kSecondary && last_invalidation > st.writer) {
             problem("{} uses a stale secondary copy: {} made it before the weights changed at {}", op(i), op(st.writer),
-                    op(last_bump));
+                    op(last_invalidation));
           }
         }
         st.readers.push_back(i);
@@ -196,7 +198,22 @@ class Validator {
         st.after = a.after;
         st.readers.clear();
       }
-      if (at(i).kind == OpKind::kBumpEpoch) last_bump = i;
+      if (at(i).kind == OpKind::kInvalidateSecondaries) last_invalidation = i;
+    }
+  }
+
+  // The list order is one execution: replayed through the units' state machine (the engine's), no
+  // op finds its units in a state that refuses it. The first refusal is reported; the states
+  // after it would only echo it.
+  void lifecycle() {
+    std::vector<UnitLifecycle> units = unit_lifecycles(s_);
+    for (int i = 0; i < n_; ++i) {
+      try {
+        apply_op(s_, at(i), units);
+      } catch (const Error& e) {
+        problem("{} breaks the unit lifecycle: {}", op(i), e.what());
+        return;
+      }
     }
   }
 

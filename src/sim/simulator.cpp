@@ -25,7 +25,8 @@ class SimulatingExecutor final : public OpExecutor {
   // start posts its collective to the communication clock; a wait holds compute until the
   // collective its start posted is done; a blocking op does its local part, then posts and waits.
   // What each part costs is priced here.
-  void execute(const ScheduleOp& op) override {
+  using OpExecutor::execute;
+  void execute(const ScheduleOp& op, OpContext& /*context: priced, not run*/) override {
     const OpKindInfo& info = op_kind_info(op.kind);
     switch (info.sync) {
       case OpSync::kLocal: compute(op, local_seconds(op)); break;
@@ -198,7 +199,7 @@ SimulationResult replay_schedule(const StepSchedule& schedule, const SimulationI
                  "a simulation needs a micro-batch, a sequence length and a gradient accumulation of at least 1");
   SimulationResult r;
   SimulatingExecutor sim(schedule, in, cost);
-  CountingExecutor counter(cost.topology());
+  CountingExecutor counter(schedule, cost.topology());
   // The engine runs the list once per step, and with the boundary overlapped a step's last
   // collectives finish under the next step's forward. The first run starts from nothing in
   // flight; the second is the steady state, and its step is the compute clock's advance over it.

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "model/gpt_config.hpp"
-#include "sim/chrome_trace.hpp"
+#include "core/chrome_trace.hpp"
 #include "sim/cluster_model.hpp"
 #include "sim/cost_model.hpp"
 #include "schedule/counting_executor.hpp"

@@ -830,7 +830,7 @@ TEST(World8, SecondaryCopyIsNeverUsedAfterTheStepThatMadeItStale) {
   EXPECT_EQ(engine.secondary_residency(gather.unit), SecondaryResidency::kHeld);
   // ...then the weights change (an epoch bump), and the gather from the now stale copy is refused.
   ScheduleOp bump;
-  bump.kind = OpKind::kBumpEpoch;
+  bump.kind = OpKind::kInvalidateSecondaries;
   bump.phase = TrafficPhase::kOther;
   engine.execute(bump);
   EXPECT_EQ(engine.secondary_residency(gather.unit), SecondaryResidency::kStale);

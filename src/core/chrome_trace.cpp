@@ -1,5 +1,5 @@
 // Chrome trace events.
-#include "sim/chrome_trace.hpp"
+#include "core/chrome_trace.hpp"
 
 #include <nlohmann/json.hpp>
 
