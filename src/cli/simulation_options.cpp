@@ -10,12 +10,13 @@
 #include "core/exit_codes.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
 #include "core/error.hpp"
+#include "hw/cluster_model.hpp"
 #include "sim/engine_profile.hpp"
 
 namespace strata {
 
 void add_simulation_options(CLI::App& c, SimulationFlags& f) {
-  c.add_option("--cluster", f.cluster, "cluster preset (frontier, dgx-a100, dgx-h100, cpu) or TOML file")
+  c.add_option("--cluster", f.cluster, "cluster preset (" + ClusterModel::preset_list() + ") or TOML file")
       ->capture_default_str()->group("cluster");
   c.add_option("--model", f.model, "model preset (see 'strata models'), up to gpt-20b")->capture_default_str()->group("model");
   c.add_option("--seq-len", f.seq_len, "tokens per sequence (0: the model's context length)")->capture_default_str()->group("model");

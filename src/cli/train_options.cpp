@@ -1,6 +1,8 @@
 // Every `strata train` flag: its name (also the TOML key), group and help.
 #include "cli/train_options.hpp"
 
+#include "hw/cluster_model.hpp"
+
 namespace strata {
 
 std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
@@ -47,8 +49,8 @@ std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
 
       {"topology", "parallel",
        "levels innermost first, name:fanout[@bandwidth][~latency], the outermost may be '*' "
-       "(e.g. gcd:2@200GB/s,gpu:4@50GB/s,node:*@12.5GB/s), a cluster preset's levels (frontier, dgx-a100, "
-       "dgx-h100, cpu; dgx is dgx-a100), flat, or auto (found from the job: hosts from MPI, packages, NUMA nodes and L3 "
+       "(e.g. gcd:2@200GB/s,gpu:4@50GB/s,node:*@12.5GB/s), a cluster preset's levels (" + ClusterModel::preset_list() +
+           "; dgx is dgx-a100), flat, or auto (found from the job: hosts from MPI, packages, NUMA nodes and L3 "
        "caches of the cores each rank is bound to from hwloc; printed as the levels it stands for)",
        &c.topology},
       {"plan", "parallel",

@@ -30,11 +30,6 @@ void ScratchPool::release(Buffer buffer) {
   if (free_.size() > 8) free_.erase(free_.begin());
 }
 
-std::uint64_t ScratchPool::live_bytes() const {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  return live_;
-}
-
 std::uint64_t ScratchPool::peak_bytes() const {
   const std::lock_guard<std::mutex> lock(mutex_);
   return peak_;

@@ -22,7 +22,6 @@ class ScratchPool {
   Buffer acquire(std::size_t bytes, bool zeroed);
   void release(Buffer buffer);
 
-  std::uint64_t live_bytes() const;
   std::uint64_t peak_bytes() const;
 
  private:

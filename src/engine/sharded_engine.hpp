@@ -133,7 +133,6 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   const ShardPlan& plan() const { return options_.plan; }
   const ShardedEngineOptions& options() const { return options_; }
   const StepSchedule& schedule() const { return schedule_; }
-  const StepSchedule& eval_schedule() const { return eval_schedule_; }
   // What the counting executor says one step of the schedule sends, allocates and computes.
   const ScheduleCounts& schedule_counts() const { return counts_; }
   Communicator& communicator() { return comm_; }

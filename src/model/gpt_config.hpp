@@ -18,7 +18,6 @@ struct GptConfig {
   // The token table is padded to a multiple of this (1 = no padding); padded logits are masked.
   int vocab_pad_multiple = 128;
 
-  int head_size() const { return n_embd / n_head; }
   int padded_vocab_size() const {
     return (vocab_size + vocab_pad_multiple - 1) / vocab_pad_multiple * vocab_pad_multiple;
   }

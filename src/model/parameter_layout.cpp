@@ -71,10 +71,4 @@ ModelLayout::ModelLayout(const GptConfig& config) : config_(config) {
   units_.push_back(final_norm.take());
 }
 
-std::size_t ModelLayout::total_numel() const {
-  std::size_t n = 0;
-  for (const auto& u : units_) n += u.numel;
-  return n;
-}
-
 }  // namespace strata

@@ -45,8 +45,6 @@ class ModelLayout {
   std::size_t block_unit(int layer) const { return 1 + static_cast<std::size_t>(layer); }
   std::size_t final_norm_unit() const { return units_.size() - 1; }
 
-  std::size_t total_numel() const;
-
  private:
   GptConfig config_;
   std::vector<UnitLayout> units_;

@@ -1,6 +1,8 @@
 // The cost model.
 #include "sim/cost_model.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -119,6 +121,13 @@ double CostModel::memory_seconds(double bytes) const { return bytes / device_.me
 double CostModel::compute_seconds(const ScheduleOp& op, double tokens) const {
   if (op.flops <= 0.0) return 0.0;
   return op.flops / device_.stage_rate(stage_key(op), tokens);
+}
+
+std::string stage_key(const ScheduleOp& op) {
+  const char* stage = op.stage == ComputeStage::kEmbedding ? "embedding"
+                      : op.stage == ComputeStage::kHead    ? "head"
+                                                           : "block";
+  return fmt::format("{}_{}", stage, op.kind == OpKind::kBackward ? "backward" : "forward");
 }
 
 }  // namespace strata

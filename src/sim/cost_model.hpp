@@ -8,7 +8,7 @@
 #pragma once
 
 #include "comm/collective_spec.hpp"
-#include "sim/cluster_model.hpp"
+#include "hw/cluster_model.hpp"
 #include "schedule/step_schedule.hpp"
 
 namespace strata {
@@ -42,5 +42,9 @@ class CostModel {
   DeviceModel device_;
   std::vector<TransferCurve> curves_;  // per level; empty entries (or none): latency and bandwidth
 };
+
+// The stage key a compute op is priced under ("block_forward", "head_backward", ...): the keys of
+// DeviceModel::stage_efficiency.
+std::string stage_key(const ScheduleOp& op);
 
 }  // namespace strata

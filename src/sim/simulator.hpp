@@ -13,7 +13,7 @@
 
 #include "model/gpt_config.hpp"
 #include "core/chrome_trace.hpp"
-#include "sim/cluster_model.hpp"
+#include "hw/cluster_model.hpp"
 #include "sim/cost_model.hpp"
 #include "schedule/counting_executor.hpp"
 

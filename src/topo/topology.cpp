@@ -83,7 +83,7 @@ Topology Topology::parse(std::string_view spec, int world_size) {
                  "which prints the levels it stands for); here give the levels, 'flat', or a cluster preset");
   STRATA_REQUIRE(spec.find(':') != std::string_view::npos,
                  "unknown topology '{}': give levels as name:fanout[@bandwidth][~latency] innermost first (e.g. "
-                 "gcd:2,gpu:4,node:*), 'flat', or a cluster preset (frontier, dgx-a100, dgx-h100, cpu)", spec);
+                 "gcd:2,gpu:4,node:*), 'flat', or a cluster preset ('strata simulate --help' lists them)", spec);
   Topology t;
   t.world_size_ = world_size;
   const auto parts = split(spec, ',');

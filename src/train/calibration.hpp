@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "sim/cluster_model.hpp"
+#include "hw/cluster_model.hpp"
 
 namespace strata {
 

@@ -20,7 +20,7 @@
 #include "model/gpt.hpp"
 #include "schedule/counting_executor.hpp"
 #include "schedule/step_schedule.hpp"
-#include "sim/cluster_model.hpp"
+#include "hw/cluster_model.hpp"
 
 namespace strata {
 

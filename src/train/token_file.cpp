@@ -17,16 +17,6 @@ DataFormat parse_data_format(std::string_view name) {
   fail("unknown data format '{}'; expected auto, llmc, nanogpt or text", name);
 }
 
-std::string_view data_format_name(DataFormat format) {
-  switch (format) {
-    case DataFormat::kAuto: return "auto";
-    case DataFormat::kLlmc: return "llmc";
-    case DataFormat::kNanoGpt: return "nanogpt";
-    case DataFormat::kText: return "text";
-  }
-  return "?";
-}
-
 namespace {
 
 std::string read_all(const std::string& path) {

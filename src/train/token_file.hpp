@@ -13,7 +13,6 @@ namespace strata {
 enum class DataFormat { kAuto, kLlmc, kNanoGpt, kText };
 
 DataFormat parse_data_format(std::string_view name);
-std::string_view data_format_name(DataFormat format);
 
 struct TokenData {
   std::vector<std::int32_t> tokens;

@@ -124,13 +124,6 @@ MpiRuntime::~MpiRuntime() {
   if (!finalized && MPI_Finalize() != MPI_SUCCESS) std::fprintf(stderr, "strata: warning: MPI_Finalize failed\n");
 }
 
-bool MpiRuntime::initialized() {
-  int init = 0, done = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&done);
-  return init && !done;
-}
-
 int MpiRuntime::world_rank() {
   int r = 0;
   mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &r), "MPI_Comm_rank");

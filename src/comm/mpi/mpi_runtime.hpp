@@ -15,7 +15,6 @@ class MpiRuntime {
   MpiRuntime(const MpiRuntime&) = delete;
   MpiRuntime& operator=(const MpiRuntime&) = delete;
 
-  static bool initialized();
   // The library gave MPI_THREAD_SERIALIZED or more: another thread may make the MPI calls.
   static bool allows_comm_thread();
   static int world_rank();

@@ -1,4 +1,5 @@
-// A cluster the simulator prices a schedule on, as data: its device (compute rate, memory
+// A machine as data, in the hardware room (below the simulator and training, which both read it):
+// a cluster the simulator prices a schedule on and --topology names for real training: its device (compute rate, memory
 // bandwidth and capacity) and its levels (fan-out, link bandwidth, how many ranks share a link,
 // latency). Presets (frontier, dgx-a100, dgx-h100, cpu) are TOML text read by the same loader
 // as a user's file, which may start from a preset and override any key.
@@ -9,7 +10,6 @@
 #include <string_view>
 #include <vector>
 
-#include "schedule/step_schedule.hpp"
 #include "topo/topology.hpp"
 
 namespace strata {
@@ -96,6 +96,8 @@ struct ClusterModel {
   static ClusterModel load(std::string_view name_or_path);
   static ClusterModel preset(std::string_view name);
   static std::vector<std::string> preset_names();
+  // The names as help texts list them: "frontier, dgx-a100, dgx-h100, cpu".
+  static std::string preset_list();
   // `source` names the text in error messages (a file path, or "preset 'frontier'").
   static ClusterModel from_toml(std::string_view text, const std::string& source);
   std::string to_toml() const;
@@ -104,8 +106,5 @@ struct ClusterModel {
 // A --topology value with a cluster preset's name in it (dgx: dgx-a100) as the preset's levels
 // (topology_spec); any other text unchanged, for Topology::parse.
 std::string expand_topology_preset(std::string_view spec);
-
-// The stage key a compute op is priced under: "block_forward", "head_backward", ...
-std::string stage_key(const ScheduleOp& op);
 
 }  // namespace strata

@@ -1,5 +1,5 @@
 // Cluster models: the preset texts, the strict TOML loader, and the topology a cluster gives.
-#include "sim/cluster_model.hpp"
+#include "hw/cluster_model.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -443,6 +443,8 @@ std::vector<std::string> ClusterModel::preset_names() {
   return names;
 }
 
+std::string ClusterModel::preset_list() { return fmt::format("{}", fmt::join(preset_names(), ", ")); }
+
 ClusterModel ClusterModel::load(std::string_view name_or_path) {
   for (const auto& p : kPresets) {
     if (name_or_path == p.name) return preset(name_or_path);
@@ -492,13 +494,6 @@ std::string ClusterModel::to_toml() const {
     }
   }
   return out;
-}
-
-std::string stage_key(const ScheduleOp& op) {
-  const char* stage = op.stage == ComputeStage::kEmbedding ? "embedding"
-                      : op.stage == ComputeStage::kHead    ? "head"
-                                                           : "block";
-  return fmt::format("{}_{}", stage, op.kind == OpKind::kBackward ? "backward" : "forward");
 }
 
 }  // namespace strata
