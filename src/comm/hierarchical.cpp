@@ -118,11 +118,6 @@ class ChainedReduceScatter final : public CommRequest {
 
 }  // namespace
 
-std::size_t shard_offset(const Topology& topology, int rank, std::size_t n, int first, int last) {
-  const auto span = static_cast<std::size_t>(topology.span(first, last));
-  return static_cast<std::size_t>(topology.shard_index(rank, first, last)) * (n / span);
-}
-
 void hierarchical_reduce_scatter(Communicator& comm, void* data, std::size_t n, DType type, int first, int last,
                                  void* shard) {
   start_hierarchical_reduce_scatter(comm, data, n, type, first, last, shard)->wait();

@@ -32,7 +32,5 @@ std::unique_ptr<CommRequest> start_hierarchical_all_gather(Communicator& comm, v
 // Reduce-scatter then all-gather over the same levels: every rank ends with the sum.
 void hierarchical_all_reduce(Communicator& comm, void* data, std::size_t n, DType type, int first, int last);
 
-// Element offset of this rank's shard inside a buffer of n elements partitioned over first..last.
-std::size_t shard_offset(const Topology& topology, int rank, std::size_t n, int first, int last);
 
 }  // namespace strata

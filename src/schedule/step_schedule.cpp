@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "plan/shard_layout.hpp"
 #include "plan/unit_padding.hpp"
 
 namespace strata {
@@ -16,7 +17,7 @@ namespace {
 class Builder {
  public:
   explicit Builder(const ScheduleInputs& in)
-      : in_(in), plan_(in.plan), top_(in.topology->level_count() - 1) {
+      : in_(in), plan_(in.plan), top_(in.topology->level_count() - 1), shards_(*in.layout, *in.topology, in.plan, 0) {
     const ModelLayout& lay = *in_.layout;
     s_.padded_numel = padded_unit_sizes(lay, *in_.topology);
     s_.unit_count = static_cast<int>(lay.unit_count());
@@ -243,14 +244,15 @@ class Builder {
     return prev;
   }
 
-  std::uint64_t secondary_bytes(int unit) const { return weight_bytes(numel(unit) / span(plan_.secondary)); }
+  std::uint64_t secondary_bytes(int unit) const { return weight_bytes(shards_.unit(unit).secondary.len); }
 
   void resident_state() {
     std::uint64_t weights = 0, grads = 0, optim = 0;
     for (int u = 0; u < s_.unit_count; ++u) {
-      weights += weight_bytes(numel(u) / span(plan_.weights));
-      grads += numel(u) / span(plan_.grads) * sizeof(float);
-      optim += numel(u) / span(plan_.optimizer) * 3 * sizeof(float);  // fp32 master, Adam m and v
+      const UnitShardRanges& r = shards_.unit(u);
+      weights += weight_bytes(r.weights.len);
+      grads += r.grads.len * sizeof(float);
+      optim += r.optimizer.len * 3 * sizeof(float);  // fp32 master, Adam m and v
     }
     auto state = [&](const char* name, int level, std::uint64_t bytes) {
       return ResidentState{name, level, in_.topology->span(level), bytes};
@@ -538,13 +540,13 @@ class Builder {
 
   CollectiveSpec replica_reduce_scatter_spec(int u) const {
     if (plan_.optimizer <= plan_.grads) return {};
-    return with_quant({CollectiveKind::kReduceScatter, plan_.grads + 1, plan_.optimizer, numel(u) / span(plan_.grads),
+    return with_quant({CollectiveKind::kReduceScatter, plan_.grads + 1, plan_.optimizer, shards_.unit(u).grads.len,
                        in_.grad_dtype},
                       plan_.grad_quant());
   }
   CollectiveSpec replica_all_reduce_spec(int u) const {
     if (plan_.optimizer >= top_) return {};
-    return with_quant({CollectiveKind::kAllReduce, plan_.optimizer + 1, top_, numel(u) / span(plan_.optimizer),
+    return with_quant({CollectiveKind::kAllReduce, plan_.optimizer + 1, top_, shards_.unit(u).optimizer.len,
                        in_.grad_dtype},
                       plan_.grad_quant());
   }
@@ -584,7 +586,7 @@ class Builder {
     // says what lands there. Never quantized: it writes the primary shard itself, and quantizing
     // it would make the rounding permanent.
     return flat_if_planned({CollectiveKind::kAllGather, plan_.weights + 1, plan_.optimizer,
-                            numel(u) / span(plan_.weights), in_.weight_dtype});
+                            shards_.unit(u).weights.len, in_.weight_dtype});
   }
 
   void head_backward(int micro, const Stage& head) {
@@ -696,6 +698,7 @@ class Builder {
   const ScheduleInputs& in_;
   const ShardPlan& plan_;
   int top_;
+  ShardLayout shards_;  // rank 0's: the builder needs only the lengths, the same on every rank
   int step_ = 0;
   StepSchedule s_;
   int last_compute_ = -1;

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "plan/shard_layout.hpp"
 #include "model/gpt.hpp"
 #include "schedule/op_effects.hpp"
 
@@ -18,6 +19,7 @@ class SimulatingExecutor final : public OpExecutor {
  public:
   SimulatingExecutor(const StepSchedule& schedule, const SimulationInputs& in, const CostModel& cost)
       : schedule_(schedule), in_(in), cost_(cost), topology_(cost.topology()),
+        shards_(ModelLayout(in.model), cost.topology(), in.plan, 0),
         inline_comm_(!in.overlap || !cost.device().overlaps_communication),
         handoff_(in.overlap && !cost.device().overlaps_communication ? cost.device().handoff_seconds : 0.0) {}
 
@@ -61,7 +63,8 @@ class SimulatingExecutor final : public OpExecutor {
 
  private:
   double padded(int u) const { return static_cast<double>(schedule_.padded_numel.at(static_cast<std::size_t>(u))); }
-  double optimizer_slice(int u) const { return padded(u) / topology_.span(in_.plan.optimizer); }
+  double optimizer_slice(int u) const { return static_cast<double>(shards_.unit(u).optimizer.len); }
+  double grad_shard(int u) const { return static_cast<double>(shards_.unit(u).grads.len); }
 
   // The op's collective as the communication stream runs it: the collective itself, plus what
   // its task does around it.
@@ -100,7 +103,7 @@ class SimulatingExecutor final : public OpExecutor {
       case OpKind::kBackward: return compute_seconds(op);
       // The reduced piece is added into the fp32 gradient shard: read two, write one.
       case OpKind::kReduceScatterWait:
-        return cost_.memory_seconds(12.0 * padded(op.unit) / topology_.span(in_.plan.grads) * bucket_share(op));
+        return cost_.memory_seconds(12.0 * grad_shard(op.unit) * bucket_share(op));
       case OpKind::kGradNorm: {
         double slices = 0.0;
         for (int u = 0; u < schedule_.unit_count; ++u) slices += optimizer_slice(u);
@@ -182,6 +185,7 @@ class SimulatingExecutor final : public OpExecutor {
   const SimulationInputs& in_;
   const CostModel& cost_;
   const Topology& topology_;
+  const ShardLayout shards_;  // the lengths of every unit's shards (the same on every rank)
   const bool inline_comm_;
   const double handoff_;  // per collective, on the compute stream (a thread forced onto a shared core)
   std::map<std::tuple<OpKind, int, int>, double> done_;  // per start kind, unit and bucket: when its collective ends

@@ -219,4 +219,9 @@ std::string Topology::to_string() const {
   return fmt::format("{}", fmt::join(parts, ","));
 }
 
+std::size_t shard_offset(const Topology& topology, int rank, std::size_t n, int first, int last) {
+  const auto span = static_cast<std::size_t>(topology.span(first, last));
+  return static_cast<std::size_t>(topology.shard_index(rank, first, last)) * (n / span);
+}
+
 }  // namespace strata

@@ -69,4 +69,7 @@ class Topology {
   int world_size_ = 1;
 };
 
+// Element offset of this rank's shard inside a buffer of n elements partitioned over first..last.
+std::size_t shard_offset(const Topology& topology, int rank, std::size_t n, int first, int last);
+
 }  // namespace strata
