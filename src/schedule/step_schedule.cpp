@@ -755,18 +755,12 @@ std::string describe_op(const StepSchedule& s, int index) {
 ScheduleInputs schedule_inputs(const ModelLayout& layout, const Topology& topology, const StepOptions& step,
                                int micro_batch, int seq_len, ScheduleMode mode) {
   ScheduleInputs in;
+  static_cast<StepOptions&>(in) = step;
   in.layout = &layout;
   in.topology = &topology;
-  in.plan = step.plan;
   in.mode = mode;
-  in.grad_accum = step.grad_accum;
   in.tokens_per_micro = static_cast<std::size_t>(micro_batch) * static_cast<std::size_t>(seq_len);
   in.seq_len = seq_len;
-  in.weight_dtype = step.weight_dtype;
-  in.grad_dtype = step.grad_dtype;
-  in.prefetch = step.prefetch;
-  in.max_live_bytes = step.max_live_bytes;
-  in.boundary_overlap = step.boundary_overlap;
   return in;
 }
 

@@ -107,17 +107,14 @@ struct ResidentState {
 
 enum class ScheduleMode { kTrain, kEvaluate };
 
-struct ScheduleInputs {
-  const ModelLayout* layout = nullptr;
-  const Topology* topology = nullptr;
+// The settings a step's program depends on besides the model, the micro-batch and the machine:
+// one struct that the engine's options and the simulator's inputs both are, so every schedule
+// (the engine's, the simulator's, calibration's, the set-up's memory check) is built alike.
+struct StepOptions {
   ShardPlan plan;
-  ScheduleMode mode = ScheduleMode::kTrain;
-  int grad_accum = 1;
-  int steps = 1;                     // consecutive steps in one list (the engine runs lists of one)
-  std::size_t tokens_per_micro = 0;  // tokens of this rank's micro-batch (for FLOPs)
-  int seq_len = 1;
-  DType weight_dtype = DType::kF32;
-  DType grad_dtype = DType::kF32;
+  int grad_accum = 1;                // micro-batches per step: the schedule holds every one
+  DType weight_dtype = DType::kF32;  // working weights (and their collectives)
+  DType grad_dtype = DType::kF32;    // communicated gradients; accumulation is always fp32
   // Stages whose gathers start before the current stage computes (0: each gather starts when its
   // stage is reached). Bounded by max_live_bytes.
   int prefetch = 1;
@@ -130,17 +127,15 @@ struct ScheduleInputs {
   bool boundary_overlap = true;
 };
 
-// The settings a step's program depends on besides the model, the micro-batch and the machine:
-// one struct that the engine's options and the simulator's inputs both are, so every schedule
-// (the engine's, the simulator's, calibration's, the set-up's memory check) is built alike.
-struct StepOptions {
-  ShardPlan plan;
-  int grad_accum = 1;                // micro-batches per step: the schedule holds every one
-  DType weight_dtype = DType::kF32;  // working weights (and their collectives)
-  DType grad_dtype = DType::kF32;    // communicated gradients; accumulation is always fp32
-  int prefetch = 1;                  // stages gathered ahead of the one computing (0: none)
-  std::uint64_t max_live_bytes = 0;  // bound on gathered-but-not-released bytes (0: none)
-  bool boundary_overlap = true;      // see ScheduleInputs
+// What the builder needs: the step's settings (one StepOptions, never copied field by field), the
+// model and machine, and the micro-batch's shape.
+struct ScheduleInputs : StepOptions {
+  const ModelLayout* layout = nullptr;
+  const Topology* topology = nullptr;
+  ScheduleMode mode = ScheduleMode::kTrain;
+  int steps = 1;                     // consecutive steps in one list (the engine runs lists of one)
+  std::size_t tokens_per_micro = 0;  // tokens of this rank's micro-batch (for FLOPs)
+  int seq_len = 1;
 };
 
 // The one way from the step's settings to the builder's inputs. micro_batch: this rank's
