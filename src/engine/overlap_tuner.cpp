@@ -36,4 +36,17 @@ std::string OverlapTuner::verdict() const {
       threaded_ ? "communication thread" : "inline", 1e3 * agreed_threaded_, 1e3 * agreed_inline_, threaded_s_.size());
 }
 
+void OverlapTuner::end_step(double step_seconds, CommThread& thread, Communicator& comm) {
+  if (!deciding()) return;
+  if (record(step_seconds)) {
+    // Every rank keeps the same mode: the decision is on the mean of the ranks' medians, agreed on
+    // the communication stream behind the boundary's collectives still in flight.
+    std::array<double, 2> agreed = medians();
+    thread.run("agree on the overlap trial",
+               [&] { comm.all_reduce_control(agreed.data(), 2, 0, comm.topology().level_count() - 1); });
+    decide(agreed[0] / comm.world_size(), agreed[1] / comm.world_size());
+  }
+  thread.set_threaded(threaded());
+}
+
 }  // namespace strata

@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "comm/comm_thread.hpp"
+#include "comm/communicator.hpp"
+
 namespace strata {
 
 class OverlapTuner {
@@ -30,6 +33,11 @@ class OverlapTuner {
   std::array<double, 2> medians() const;
   // Ends the trial on the medians the ranks agreed on: the faster mode, a tie to the thread.
   void decide(double threaded_seconds, double inline_seconds);
+
+  // The whole trial at the end of each step, on the communication stream: records the step, agrees
+  // the medians with every rank when the trial ends (one control all-reduce, once), and sets the
+  // thread's mode for the next step. Nothing once decided.
+  void end_step(double step_seconds, CommThread& thread, Communicator& comm);
 
   // What was decided and on what figures; empty while deciding.
   std::string verdict() const;

@@ -1,25 +1,12 @@
 // The sharding engine: the op dispatch of the step schedule and the TrainingEngine interface.
 #include "engine/sharded_engine.hpp"
 
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
-#include <array>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
-#include "comm/hierarchical.hpp"
 #include "core/bf16.hpp"
 #include "core/error.hpp"
-#include "core/op_profile.hpp"
-#include "engine/plan_report.hpp"
 #include "engine/unit_collectives.hpp"
 #include "engine/unit_tasks.hpp"
-#include "optim/adamw.hpp"
-#include "optim/grad_norm.hpp"
 #include "schedule/validate.hpp"
 
 namespace strata {
@@ -334,18 +321,7 @@ bool ShardedEngine::optimizer_step(const UpdateOperands& update) {
   micro_ = 0;
   ++steps_run_;
   const std::int64_t now = steady_now_ns();
-  if (options_.overlap && options_.tune_overlap && tuner_.deciding()) {
-    if (tuner_.record(static_cast<double>(now - step_end_ns_) * 1e-9)) {
-      // Every rank keeps the same mode: the decision is on the mean of the ranks' medians. On the
-      // communication stream, behind the boundary's collectives still in flight (this happens once).
-      std::array<double, 2> medians = tuner_.medians();
-      comm_thread_->run("agree on the overlap trial", [&] {
-        comm_.all_reduce_control(medians.data(), 2, 0, comm_.topology().level_count() - 1);
-      });
-      tuner_.decide(medians[0] / comm_.world_size(), medians[1] / comm_.world_size());
-    }
-    comm_thread_->set_threaded(tuner_.threaded());
-  }
+  if (options_.overlap && options_.tune_overlap) tuner_.end_step(static_cast<double>(now - step_end_ns_) * 1e-9, *comm_thread_, comm_);
   step_end_ns_ = steady_now_ns();
   return r.stop;
 }
