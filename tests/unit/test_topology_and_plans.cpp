@@ -2,7 +2,7 @@
 // traffic against both a hand derivation and the step schedule's own byte count. No MPI needed.
 #include <gtest/gtest.h>
 
-#include "sim/cluster_model.hpp"
+#include "hw/cluster_model.hpp"
 #include "train/engine_setup.hpp"
 
 #include <set>
