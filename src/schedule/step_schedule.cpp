@@ -247,13 +247,9 @@ class Builder {
   std::uint64_t secondary_bytes(int unit) const { return weight_bytes(shards_.unit(unit).secondary.len); }
 
   void resident_state() {
-    std::uint64_t weights = 0, grads = 0, optim = 0;
-    for (int u = 0; u < s_.unit_count; ++u) {
-      const UnitShardRanges& r = shards_.unit(u);
-      weights += weight_bytes(r.weights.len);
-      grads += r.grads.len * sizeof(float);
-      optim += r.optimizer.len * 3 * sizeof(float);  // fp32 master, Adam m and v
-    }
+    const std::uint64_t weights = weight_bytes(shards_.weight_elements());
+    const std::uint64_t grads = shards_.grad_elements() * sizeof(float);
+    const std::uint64_t optim = shards_.optimizer_elements() * 3 * sizeof(float);  // fp32 master, Adam m and v
     auto state = [&](const char* name, int level, std::uint64_t bytes) {
       return ResidentState{name, level, in_.topology->span(level), bytes};
     };

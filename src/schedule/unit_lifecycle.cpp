@@ -166,20 +166,11 @@ void apply_op(const StepSchedule& schedule, const ScheduleOp& op, std::span<Unit
   };
   const char* by = op_kind_info(op.kind).name;
   const bool last = op.bucket + 1 == op.buckets;
-  // The buffers the op allocates come first: a backward writes the unit gradient it opens.
+  // The buffers the op allocates come first: a backward writes the unit gradient it opens. A
+  // gathered copy and a secondary copy are allocated only by the ops whose own transitions
+  // (begin_gather, keep_secondary) refuse a second one.
   for (const BufferEffect& b : op.alloc) {
-    switch (b.kind) {
-      case BufferKind::kGathered:
-        refuse_unless(unit(b.unit).weights() == WeightResidency::kSharded, "unit '{}' is gathered twice", unit(b.unit).name());
-        break;
-      case BufferKind::kSecondary:
-        refuse_unless(unit(b.unit).secondary() == SecondaryResidency::kNone,
-                     "a second secondary copy of unit '{}' is allocated while one is {}", unit(b.unit).name(),
-                     residency_name(unit(b.unit).secondary()));
-        break;
-      case BufferKind::kUnitGrad: unit(b.unit).open_grad(); break;
-      case BufferKind::kCount: break;
-    }
+    if (b.kind == BufferKind::kUnitGrad) unit(b.unit).open_grad();
   }
   // The op table's reads, against the states.
   for (const Access& a : op_accesses(schedule, op)) {
