@@ -174,7 +174,7 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   static OpContext context(const SegmentOperands& operands);
   const float* weights(int unit);
   const bf16* working_bf16(int unit);  // the unit's gathered bf16 copy, where bf16 compute may read it
-  float* gradient_target(const ScheduleOp& op, int unit);  // where op writes the unit's gradient
+  float* gradient_target(int unit);  // where backward writes the unit's gradient
   void compute(const ScheduleOp& op, const OpContext& context);
   void run_collective(const ScheduleOp& op, const std::function<void()>& work);
   std::string task_name(const ScheduleOp& op) const;

@@ -22,19 +22,13 @@ const bf16* ShardedEngine::working_bf16(int unit) {
   return options_.bf16_working_copy ? shard(unit).working_bf16 : nullptr;
 }
 
-// Where the table says this backward op writes the unit's gradient (schedule/op_effects): its
-// unit-gradient buffer, or the gradient shard in place.
-float* ShardedEngine::gradient_target(const ScheduleOp& op, int unit) {
+// Where a backward op writes the unit's gradient (schedule/op_effects says, once per schedule):
+// its unit-gradient buffer, or the gradient shard in place.
+float* ShardedEngine::gradient_target(int unit) {
   UnitShard& u = shard(unit);
-  for (const Access& a : op_accesses(schedule_, op)) {
-    if (a.unit != unit || !a.write) continue;
-    if (a.resource == Resource::kGradShard) return u.grad_shard.data();  // accumulate in place
-    if (a.resource == Resource::kUnitGrad) {
-      STRATA_CHECK(u.grad != nullptr, "the schedule writes the gradient of unit {} without allocating it", unit);
-      return reinterpret_cast<float*>(u.grad->data());
-    }
-  }
-  STRATA_CHECK(false, "{} writes no gradient of unit {}", op_kind_name(op.kind), unit);
+  if (gradient_resource(schedule_) == Resource::kGradShard) return u.grad_shard.data();  // accumulate in place
+  STRATA_CHECK(u.grad != nullptr, "the schedule writes the gradient of unit {} without allocating it", unit);
+  return reinterpret_cast<float*>(u.grad->data());
 }
 
 namespace {
@@ -57,7 +51,7 @@ void ShardedEngine::compute(const ScheduleOp& op, const OpContext& x) {
     const int unit = nth_unit(op.weight_units, i, op, "weight");
     return UnitWeights(weights(unit), working_bf16(unit));
   };
-  const auto g = [&](std::size_t i) { return gradient_target(op, nth_unit(op.grad_units, i, op, "gradient")); };
+  const auto g = [&](std::size_t i) { return gradient_target(nth_unit(op.grad_units, i, op, "gradient")); };
   if (op.kind == OpKind::kForward) {
     switch (op.stage) {
       case ComputeStage::kEmbedding: gpt_.embedding_forward(w(0).f32, x.tokens); break;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <iterator>
 #include <vector>
 
 #include "schedule/step_schedule.hpp"
@@ -37,6 +38,8 @@ inline constexpr OpKind kAllOpKinds[] = {
     OpKind::kReplicaAllReduceStart, OpKind::kReplicaAllReduceWait, OpKind::kGradNorm, OpKind::kOptimizerStep,
     OpKind::kGatherUpdatedStart, OpKind::kGatherUpdatedWait, OpKind::kInvalidateSecondaries, OpKind::kAgreeStop,
 };
+inline constexpr std::size_t kOpKindCount = std::size(kAllOpKinds);
+static_assert(static_cast<std::size_t>(OpKind::kAgreeStop) + 1 == kOpKindCount, "kAllOpKinds lists every op kind");
 
 // The data an op can touch. Transient ones (a gathered copy, a secondary copy, a unit gradient,
 // the loss, the norm, the stop flag) must be produced inside the list before they are read; the

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "core/error.hpp"
 #include "schedule/op_effects.hpp"
 #include "schedule/unit_lifecycle.hpp"
+#include "schedule/unit_timeline.hpp"
 
 namespace strata {
 
@@ -103,50 +105,61 @@ class Validator {
     }
   }
 
+  // The unit's timeline (units out of range, in a hand-broken list, get one of their own).
+  UnitTimeline& timeline(int unit) { return timelines_[unit]; }
+
   // Every wait depends on exactly one start of the same unit and micro-batch, comes after it, and
-  // every start is waited for once (the pairs are the table's).
+  // every start is waited for once (the pairs are the table's). A start is pending on its unit's
+  // timeline until its wait takes it.
   void pairs() {
-    for (OpKind start_kind : kAllOpKinds) {
-      if (op_kind_info(start_kind).sync != OpSync::kStart) continue;
-      const OpKind wait_kind = op_kind_info(start_kind).pair;
-      std::vector<int> waited(static_cast<std::size_t>(n_), 0);
-      for (int i = 0; i < n_; ++i) {
-        if (at(i).kind != wait_kind) continue;
-        std::vector<int> starts;
-        for (int d : at(i).deps) {
-          const ScheduleOp& o = at(d);
-          if (o.kind == start_kind && o.unit == at(i).unit && o.bucket == at(i).bucket) starts.push_back(d);
-        }
-        // A carried wait completes what the previous run of the list started: it has no start in
-        // the list, and only the list's first step may hold one.
-        if (at(i).carried) {
-          if (!starts.empty()) problem("{} is carried from the previous step yet depends on a start in the list", op(i));
-          if (at(i).step != 0) problem("{} is carried from a previous run of the list but is not in its first step", op(i));
-          continue;
-        }
-        if (starts.size() != 1) {
-          problem("{} must depend on exactly one {} of the same unit; it depends on {}", op(i), op_kind_name(start_kind),
-                  starts.size());
-          continue;
-        }
-        const ScheduleOp& start = at(starts[0]);
-        // A start and its wait share the micro-batch, or the wait is in the next step (the
-        // boundary overlapped into the next forward) or at the boundary (a replica reduction
-        // started in the last micro-batch).
-        const bool same_place = start.micro == at(i).micro && start.step == at(i).step;
-        const bool next_step = start_kind == OpKind::kGatherUpdatedStart && at(i).step == start.step + 1;
-        const bool at_boundary = start.step == at(i).step && at(i).micro < 0;
-        if (!same_place && !next_step && !at_boundary) {
-          problem("{} waits for {}, which is in another micro-batch or step", op(i), op(starts[0]));
-        }
-        if (++waited[static_cast<std::size_t>(starts[0])] > 1) problem("{} waits again for {}, already waited for", op(i), op(starts[0]));
-        if (start.source != at(i).source) problem("{} waits for {}, which gathers from another source", op(i), op(starts[0]));
+    for (int i = 0; i < n_; ++i) {
+      const OpKindInfo& info = op_kind_info(at(i).kind);
+      if (info.sync == OpSync::kStart) timeline(at(i).unit).pending(at(i).kind).push_back(i);
+      if (info.sync != OpSync::kWait) continue;
+      const OpKind start_kind = info.pair;
+      std::vector<int> starts;
+      for (int d : at(i).deps) {
+        const ScheduleOp& o = at(d);
+        if (o.kind == start_kind && o.unit == at(i).unit && o.bucket == at(i).bucket) starts.push_back(d);
       }
-      for (int i = 0; i < n_; ++i) {
-        if (at(i).kind != start_kind || waited[static_cast<std::size_t>(i)] != 0) continue;
-        // A carried start is waited for by the next run of the list; only its last step may hold one.
-        if (at(i).carried && at(i).step == s_.ops.back().step) continue;
-        problem("{} is never waited for", op(i));
+      // A carried wait completes what the previous run of the list started: it has no start in
+      // the list, and only the list's first step may hold one.
+      if (at(i).carried) {
+        if (!starts.empty()) problem("{} is carried from the previous step yet depends on a start in the list", op(i));
+        if (at(i).step != 0) problem("{} is carried from a previous run of the list but is not in its first step", op(i));
+        continue;
+      }
+      if (starts.size() != 1) {
+        problem("{} must depend on exactly one {} of the same unit; it depends on {}", op(i), op_kind_name(start_kind),
+                starts.size());
+        continue;
+      }
+      const ScheduleOp& start = at(starts[0]);
+      // A start and its wait share the micro-batch, or the wait is in the next step (the boundary
+      // overlapped into the next forward) or at the boundary (a replica reduction started in the
+      // last micro-batch).
+      const bool same_place = start.micro == at(i).micro && start.step == at(i).step;
+      const bool next_step = start_kind == OpKind::kGatherUpdatedStart && at(i).step == start.step + 1;
+      const bool at_boundary = start.step == at(i).step && at(i).micro < 0;
+      if (!same_place && !next_step && !at_boundary) {
+        problem("{} waits for {}, which is in another micro-batch or step", op(i), op(starts[0]));
+      }
+      std::vector<int>& pending = timeline(at(i).unit).pending(start_kind);
+      const auto it = std::find(pending.begin(), pending.end(), starts[0]);
+      if (it == pending.end()) {
+        problem("{} waits again for {}, already waited for", op(i), op(starts[0]));
+      } else {
+        pending.erase(it);
+      }
+      if (start.source != at(i).source) problem("{} waits for {}, which gathers from another source", op(i), op(starts[0]));
+    }
+    for (auto& [unit, t] : timelines_) {
+      for (OpKind kind : kAllOpKinds) {
+        for (int i : t.pending(kind)) {
+          // A carried start is waited for by the next run of the list; only its last step may hold one.
+          if (at(i).carried && at(i).step == s_.ops.back().step) continue;
+          problem("{} is never waited for", op(i));
+        }
       }
     }
   }
@@ -217,8 +230,9 @@ class Validator {
     }
   }
 
+  // Every buffer freed was allocated by an op whose kind may, and every one allocated is freed:
+  // each unit's live buffers are on its timeline.
   void memory() {
-    std::map<std::pair<BufferKind, int>, std::uint64_t> live;
     for (int i = 0; i < n_; ++i) {
       const OpKindInfo& info = op_kind_info(at(i).kind);
       for (const BufferEffect& b : at(i).alloc) {
@@ -232,24 +246,28 @@ class Validator {
         }
       }
       for (const BufferEffect& b : at(i).alloc) {
-        const std::string what = buffer_kind_name(b.kind);
-        if (!live.emplace(std::make_pair(b.kind, b.unit), b.bytes).second) {
-          problem("{} allocates the {} buffer of unit {} while it is already allocated", op(i), what, b.unit);
+        if (!timeline(b.unit).allocate(b)) {
+          problem("{} allocates the {} buffer of unit {} while it is already allocated", op(i), buffer_kind_name(b.kind),
+                  b.unit);
         }
       }
       for (const BufferEffect& b : at(i).free) {
-        const auto it = live.find({b.kind, b.unit});
         const std::string what = buffer_kind_name(b.kind);
-        if (it == live.end()) {
+        const std::optional<std::uint64_t> held = timeline(b.unit).free(b.kind);
+        if (!held) {
           problem("{} frees the {} buffer of unit {}, which is not allocated", op(i), what, b.unit);
-          continue;
+        } else if (*held != b.bytes) {
+          problem("{} frees {} bytes of the {} buffer of unit {}, which has {}", op(i), b.bytes, what, b.unit, *held);
         }
-        if (it->second != b.bytes) problem("{} frees {} bytes of the {} buffer of unit {}, which has {}", op(i), b.bytes, what, b.unit, it->second);
-        live.erase(it);
       }
     }
-    for (const auto& [key, bytes] : live) {
-      problem("the {} buffer of unit {} ({} bytes) is never freed", buffer_kind_name(key.first), key.second, bytes);
+    for (const auto& [unit, t] : timelines_) {
+      for (std::size_t k = 0; k < static_cast<std::size_t>(BufferKind::kCount); ++k) {
+        const auto kind = static_cast<BufferKind>(k);
+        if (t.is_live(kind)) {
+          problem("the {} buffer of unit {} ({} bytes) is never freed", buffer_kind_name(kind), unit, t.live(kind));
+        }
+      }
     }
   }
 
@@ -258,6 +276,7 @@ class Validator {
   bool order_ok_ = true;
   std::vector<std::vector<std::uint64_t>> anc_;
   ScheduleCheck out_;
+  std::map<int, UnitTimeline> timelines_;
 };
 
 }  // namespace
