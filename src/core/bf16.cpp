@@ -18,6 +18,11 @@ void bf16_to_fp32(float* out, const bf16* in, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = from_bf16(in[i]);
 }
 
+void bf16_to_fp32_serial(float* out, const bf16* in, std::size_t n) {
+#pragma omp simd
+  for (std::size_t i = 0; i < n; ++i) out[i] = from_bf16(in[i]);
+}
+
 void round_to_bf16(float* x, std::size_t n) {
 #pragma omp parallel for simd schedule(static)
   for (std::size_t i = 0; i < n; ++i) x[i] = from_bf16(to_bf16(x[i]));

@@ -24,6 +24,7 @@ void fp32_to_bf16(bf16* out, const float* in, std::size_t n);
 // the AVX-512 BF16 conversion instruction here, and exact where that one flushes subnormals).
 void fp32_to_bf16_serial(bf16* out, const float* in, std::size_t n);
 void bf16_to_fp32(float* out, const bf16* in, std::size_t n);
+void bf16_to_fp32_serial(float* out, const bf16* in, std::size_t n);
 // x = from_bf16(to_bf16(x)) in place: fp32 values carrying bf16 precision.
 void round_to_bf16(float* x, std::size_t n);
 

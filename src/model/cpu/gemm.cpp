@@ -56,6 +56,19 @@ void one_product(MatmulImpl impl, ComputeDType dtype, Transpose ta, Transpose tb
   }
 }
 
+// The stored block of X (rows x cols as stored, leading dimension ld) widened to fp32, densely;
+// returns its leading dimension.
+int widened_copy(std::vector<float>& out, const bf16* x, Transpose t, int rows_of_op, int cols_of_op, int ld) {
+  const int rows = t == Transpose::kNo ? rows_of_op : cols_of_op;
+  const int cols = t == Transpose::kNo ? cols_of_op : rows_of_op;
+  out.resize(static_cast<std::size_t>(rows) * cols);
+  for (int r = 0; r < rows; ++r) {
+    bf16_to_fp32_serial(out.data() + static_cast<std::size_t>(r) * cols, x + static_cast<std::size_t>(r) * ld,
+                        static_cast<std::size_t>(cols));
+  }
+  return cols;
+}
+
 }  // namespace
 
 void set_matmul(MatmulSettings settings) {
@@ -138,6 +151,24 @@ void gemm_reference(Transpose ta, Transpose tb, int m, int n, int k, float alpha
       float& out = c[static_cast<std::size_t>(i) * ldc + j];
       out = alpha * sum + (beta == 0.0f ? 0.0f : beta * out);
     }
+  }
+}
+
+void gemm_bf16(Transpose ta, Transpose tb, int m, int n, int k, float alpha, const bf16* a, int lda, const bf16* b,
+               int ldb, float beta, float* c, int ldc) {
+  STRATA_CHECK(beta == 0.0f || beta == 1.0f, "gemm takes beta 0 or 1 (got {})", beta);
+  const MatmulSettings s = matmul_settings();
+  if (s.impl == MatmulImpl::kOneDnn && onednn_bf16_available()) {
+    onednn_gemm_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  thread_local std::vector<float> wa, wb;
+  lda = widened_copy(wa, a, ta, m, k, lda);
+  ldb = widened_copy(wb, b, tb, k, n, ldb);
+  if (s.impl == MatmulImpl::kOneDnn) {
+    onednn_gemm(false, ta, tb, m, n, k, alpha, wa.data(), lda, wb.data(), ldb, beta, c, ldc, {}, nullptr);
+  } else {
+    one_product(s.impl, ComputeDType::kF32, ta, tb, m, n, k, alpha, wa.data(), lda, wb.data(), ldb, beta, c, ldc);
   }
 }
 

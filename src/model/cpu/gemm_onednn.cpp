@@ -12,7 +12,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
@@ -46,7 +48,7 @@ using Key = std::tuple<bool, int, int, int, int, int, int, int, int, int, int, s
 
 struct Primitive {
   dnnl::matmul matmul;
-  dnnl::memory::desc src, weights, dst;
+  dnnl::memory::desc src, weights, dst, scratchpad;
 };
 
 std::mutex g_cache_mutex;
@@ -104,6 +106,59 @@ void copy_blocks(float* to, const GemmBatch& to_layout, int to_ld, const float* 
     const float* src = from + o * from_layout.c_outer + i * from_layout.c_inner + static_cast<std::ptrdiff_t>(r) * from_ld;
     std::copy(src, src + n, dst);
   }
+}
+
+// Runs the matmul primitive for this shape and these strides (made on first use, then cached).
+void run_matmul(bool bf16_inputs, Transpose ta, Transpose tb, int m, int n, int k, float alpha, const void* a_data,
+                int lda, const void* b_data, int ldb, float beta, float* c_data, int ldc_used, bool batched,
+                const GemmBatch& in, const GemmBatch& out) {
+  const Key key{bf16_inputs, static_cast<int>(ta), static_cast<int>(tb), m, n, k, lda, ldb, ldc_used, in.outer,
+                in.inner, in.a_outer, in.a_inner, in.b_outer, in.b_inner, out.c_outer, out.c_inner, alpha, beta};
+  Primitive p;
+  {
+    const std::lock_guard<std::mutex> lock(g_cache_mutex);
+    auto it = cache().find(key);
+    if (it == cache().end()) {
+      const dt type = bf16_inputs ? dt::bf16 : dt::f32;
+      Primitive made;
+      made.src = operand(type, batched, in, in.a_outer, in.a_inner, ta, m, k, lda);
+      made.weights = operand(type, batched, in, in.b_outer, in.b_inner, tb, k, n, ldb);
+      made.dst = operand(dt::f32, batched, out, out.c_outer, out.c_inner, Transpose::kNo, m, n, ldc_used);
+      // The caller's scratchpad, not the library's: the library's is shared by every primitive in
+      // this oneDNN build (no concurrent execution), and fused attention runs products on every
+      // thread of a parallel region at once.
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+      if (beta != 0.0f) {
+        dnnl::post_ops ops;
+        ops.append_sum(beta);
+        attr.set_post_ops(ops);
+      }
+      const dnnl::matmul::desc desc(made.src, made.weights, made.dst);
+      const dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
+      made.matmul = dnnl::matmul(pd);
+      made.scratchpad = pd.scratchpad_desc();
+      it = cache().emplace(key, std::move(made)).first;
+    }
+    p = it->second;
+  }
+  dnnl::engine& engine = cpu_engine();
+  dnnl::memory src(p.src, engine, const_cast<void*>(a_data));
+  dnnl::memory weights(p.weights, engine, const_cast<void*>(b_data));
+  dnnl::memory dst(p.dst, engine, c_data);
+  // Grown to the largest any primitive asked for, on a 64-byte boundary (oneDNN's memory alignment).
+  thread_local std::vector<std::byte> scratch;
+  scratch.resize(std::max(scratch.size(), p.scratchpad.get_size() + 64));
+  void* base = scratch.data();
+  std::size_t room = scratch.size();
+  dnnl::memory scratchpad(p.scratchpad, engine, std::align(64, p.scratchpad.get_size(), base, room));
+  thread_local dnnl::stream stream(engine);
+  p.matmul.execute(stream, {{DNNL_ARG_SRC, src},
+                            {DNNL_ARG_WEIGHTS, weights},
+                            {DNNL_ARG_DST, dst},
+                            {DNNL_ARG_SCRATCHPAD, scratchpad}});
+  stream.wait();
 }
 
 }  // namespace
@@ -175,39 +230,13 @@ void onednn_gemm(bool bf16_inputs, Transpose ta, Transpose tb, int m, int n, int
     c_data = rc.data();
     if (beta != 0.0f) copy_blocks(rc.data(), out, n, c, batch, ldc, m, n);
   }
-  const Key key{bf16_inputs, static_cast<int>(ta), static_cast<int>(tb), m, n, k, lda, ldb, ldc_used, batch.outer,
-                batch.inner, in.a_outer, in.a_inner, in.b_outer, in.b_inner, out.c_outer, out.c_inner, alpha, beta};
-  Primitive p;
-  {
-    const std::lock_guard<std::mutex> lock(g_cache_mutex);
-    auto it = cache().find(key);
-    if (it == cache().end()) {
-      const dt type = bf16_inputs ? dt::bf16 : dt::f32;
-      Primitive made;
-      made.src = operand(type, batched, in, in.a_outer, in.a_inner, ta, m, k, lda);
-      made.weights = operand(type, batched, in, in.b_outer, in.b_inner, tb, k, n, ldb);
-      made.dst = operand(dt::f32, batched, out, out.c_outer, out.c_inner, Transpose::kNo, m, n, ldc_used);
-      dnnl::primitive_attr attr;
-      if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-      if (beta != 0.0f) {
-        dnnl::post_ops ops;
-        ops.append_sum(beta);
-        attr.set_post_ops(ops);
-      }
-      const dnnl::matmul::desc desc(made.src, made.weights, made.dst);
-      made.matmul = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, cpu_engine()));
-      it = cache().emplace(key, std::move(made)).first;
-    }
-    p = it->second;
-  }
-  dnnl::engine& engine = cpu_engine();
-  dnnl::memory src(p.src, engine, const_cast<void*>(a_data));
-  dnnl::memory weights(p.weights, engine, const_cast<void*>(b_data));
-  dnnl::memory dst(p.dst, engine, c_data);
-  thread_local dnnl::stream stream(engine);
-  p.matmul.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
-  stream.wait();
+  run_matmul(bf16_inputs, ta, tb, m, n, k, alpha, a_data, lda, b_data, ldb, beta, c_data, ldc_used, batched, in, out);
   if (scatter) copy_blocks(c, batch, ldc, rc.data(), out, n, m, n);
+}
+
+void onednn_gemm_bf16(Transpose ta, Transpose tb, int m, int n, int k, float alpha, const bf16* a, int lda,
+                      const bf16* b, int ldb, float beta, float* c, int ldc) {
+  run_matmul(true, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, false, {}, {});
 }
 
 }  // namespace strata::cpu
@@ -244,6 +273,11 @@ std::string onednn_description() { return "oneDNN (not in this build)"; }
 
 void onednn_gemm(bool, Transpose, Transpose, int, int, int, float, const float*, int, const float*, int, float, float*,
                  int, const GemmBatch&, const bf16*) {
+  STRATA_CHECK(false, "oneDNN was not found when Strata was built");
+}
+
+void onednn_gemm_bf16(Transpose, Transpose, int, int, int, float, const bf16*, int, const bf16*, int, float, float*,
+                      int) {
   STRATA_CHECK(false, "oneDNN was not found when Strata was built");
 }
 

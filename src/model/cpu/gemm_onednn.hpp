@@ -17,4 +17,8 @@ void onednn_gemm(bool bf16_inputs, Transpose trans_a, Transpose trans_b, int m, 
                  const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc, const GemmBatch& batch,
                  const bf16* b_bf16);
 
+// One product of bf16 operands (both already converted) on the calling thread.
+void onednn_gemm_bf16(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha, const bf16* a, int lda,
+                      const bf16* b, int ldb, float beta, float* c, int ldc);
+
 }  // namespace strata::cpu
