@@ -2,6 +2,7 @@
 //   strata_bench step  --model M [--batch B --seq-len T --steps N --warmup W --threads K --profile]
 //   strata_bench sgemm [--size N | --m M --n N --k K --trans-a 0|1 --trans-b 0|1] [--bf16-b] [--repeats R]
 //   (every subcommand: --matmul onednn|openblas|reference, --compute-dtype fp32|bf16)
+//   strata_bench attention [--batch B --seq-len T --channels C --heads H --repeats R --fused-only]
 //   strata_bench sample --model M [--tokens N --no-cache] (strata sample's tokens per second)
 //   strata_bench quant [--mib M --repeats R] (one thread; memcpy, each kernel per path, block sweep)
 //   mpirun -np 8 strata_bench plans --model M --topology T [--plans 'a;b;...'] (one line per plan)
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bench/bench_attention.hpp"
 #include "bench/bench_plans.hpp"
 #include "bench/bench_quant.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
@@ -176,6 +178,16 @@ int main(int argc, char** argv) {
   sample->add_option("--tokens", sample_tokens, "new tokens after a one-token prompt")->capture_default_str();
   sample->add_flag("--no-cache", no_cache, "recompute the whole context for every token");
 
+  strata::AttentionBenchSettings attention_settings;
+  bool fused_only = false;
+  CLI::App* attention = app.add_subcommand("attention", "fused and plain causal attention, forward and backward");
+  attention->add_option("--batch", attention_settings.batch, "sequences")->capture_default_str();
+  attention->add_option("--seq-len", attention_settings.seq_len, "tokens per sequence")->capture_default_str();
+  attention->add_option("--channels", attention_settings.channels, "model width C")->capture_default_str();
+  attention->add_option("--heads", attention_settings.heads, "heads (C / heads per head)")->capture_default_str();
+  attention->add_option("--repeats", attention_settings.repeats, "measured repeats")->capture_default_str();
+  attention->add_flag("--fused-only", fused_only, "skip the plain attention (its T x T buffer)");
+
   strata::QuantBenchSettings quant_settings;
   CLI::App* quant = app.add_subcommand("quant", "block quantization kernels on one thread against memcpy, and a block sweep");
   quant->add_option("--mib", quant_settings.mib, "MiB of fp32 input")->capture_default_str();
@@ -221,6 +233,10 @@ int main(int argc, char** argv) {
     if (*sgemm) {
       const bool shaped = gm > 0 && gn > 0 && gk > 0;
       fmt::print("{}\n", bench_sgemm(shaped ? gm : size, shaped ? gn : size, shaped ? gk : size, repeats, ta, tb, bf16_b).dump());
+    }
+    if (*attention) {
+      attention_settings.plain = !fused_only;
+      strata::bench_attention(attention_settings);
     }
     if (*quant) strata::bench_quant(quant_settings);
     if (*plans) strata::bench_plans(plan_settings);

@@ -77,6 +77,23 @@ def single_process(rows):
         print(f"  {s['model']} ({mode_name(s)}): {parts}")
 
 
+def attention(rows):
+    attention = [r for r in rows if r["bench"] == "attention"]
+    if attention:
+        print("\ncausal attention, one layer's call (GFLOP/s of the causal products; fused over plain):")
+        print(f"{'B':>2} {'T':>5} {'C':>4} {'NH':>3} {'dtype':<5} {'kernel':<6} | {'fwd ms':>8} {'GFLOP/s':>8} | "
+              f"{'bwd ms':>8} {'GFLOP/s':>8} | fused/plain")
+        for r in attention:
+            plain = next((p for p in attention if p["kernel"] == "plain" and p["compute_dtype"] == r["compute_dtype"]
+                          and (p["batch"], p["seq_len"]) == (r["batch"], r["seq_len"])), None)
+            speedup = "-"
+            if r["kernel"] == "fused" and plain:
+                speedup = f"{(plain['forward_ms'] + plain['backward_ms']) / (r['forward_ms'] + r['backward_ms']):.2f}x"
+            print(f"{r['batch']:>2} {r['seq_len']:>5} {r['channels']:>4} {r['heads']:>3} {r['compute_dtype']:<5} "
+                  f"{r['kernel']:<6} | {r['forward_ms']:>8.1f} {r['forward_gflops']:>8.0f} | {r['backward_ms']:>8.1f} "
+                  f"{r['backward_gflops']:>8.0f} | {speedup}")
+
+
 def plans(rows):
     runs = [r for r in rows if r["bench"] == "plans"]
     if not runs:
@@ -425,6 +442,7 @@ def quality(rows):
 def main():
     rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
     single_process(rows)
+    attention(rows)
     quant(rows)
     plans(rows)
     overlap(rows)

@@ -2,7 +2,7 @@
 #include "model/gpt.hpp"
 
 #include "core/error.hpp"
-#include "model/cpu/attention.hpp"
+#include "model/cpu/flash_attention.hpp"
 #include "model/cpu/elementwise.hpp"
 #include "model/cpu/embedding.hpp"
 #include "model/cpu/gelu.hpp"
@@ -38,9 +38,8 @@ ActivationBytes Gpt::activation_bytes(const GptConfig& config, int batch, int se
   const std::uint64_t f = sizeof(float);
   ActivationBytes a;
   // ln1, atty, residual2, ln2, output (C each), qkv (3C), fch and fch_gelu (4C each), four
-  // norm statistics, and the attention probabilities (heads x T per token).
-  a.per_layer = f * (bt * c * (5 + 3 + 8) + 4 * bt +
-                     static_cast<std::uint64_t>(batch) * config.n_head * static_cast<std::uint64_t>(seq_len) * seq_len);
+  // norm statistics, and the attention's log-sum-exp (one per head and token).
+  a.per_layer = f * (bt * c * (5 + 3 + 8) + 4 * bt + bt * static_cast<std::uint64_t>(config.n_head));
   // encoded, lnf, proj, dresidual, dln, datty (C each), dqkv (3C), dfch (4C), lnf statistics,
   // lse and losses, and the logits.
   a.rest = f * (bt * c * (6 + 3 + 4) + 4 * bt + bt * static_cast<std::uint64_t>(config.padded_vocab_size()));
@@ -51,7 +50,7 @@ ActivationBytes Gpt::activation_bytes(const GptConfig& config, int batch, int se
 std::uint64_t Gpt::allocated_activation_bytes() const {
   std::uint64_t n = 0;
   for (const LayerActivations& a : layers_) {
-    for (const AlignedBuffer<float>* b : {&a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.qkv, &a.atty, &a.att, &a.residual2, &a.ln2,
+    for (const AlignedBuffer<float>* b : {&a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.qkv, &a.atty, &a.lse, &a.residual2, &a.ln2,
                                           &a.ln2_mean, &a.ln2_rstd, &a.fch, &a.fch_gelu, &a.output}) {
       n += b->size();
     }
@@ -82,7 +81,7 @@ Gpt::Gpt(const GptConfig& config, int batch, int seq_len) : layout_(config), bat
     a.ln1_rstd = AlignedBuffer<float>(bt);
     a.qkv = AlignedBuffer<float>(bt * 3 * c);
     a.atty = AlignedBuffer<float>(bt * c);
-    a.att = AlignedBuffer<float>(static_cast<std::size_t>(batch) * nh * t * t);
+    a.lse = AlignedBuffer<float>(static_cast<std::size_t>(batch) * nh * t);
     a.residual2 = AlignedBuffer<float>(bt * c);
     a.ln2 = AlignedBuffer<float>(bt * c);
     a.ln2_mean = AlignedBuffer<float>(bt);
@@ -128,7 +127,7 @@ void Gpt::block_forward(int layer, UnitWeights block_unit) {
 
   cpu::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w.ln1_w, w.ln1_b, bt, c);
   cpu::matmul_forward(a.qkv.data(), a.ln1.data(), w.qkv_w, w.qkv_b, bt, c, 3 * c, w16.qkv_w);
-  cpu::attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), batch_, seq_len_, c, config().n_head);
+  cpu::flash_attention_forward(a.atty.data(), a.lse.data(), a.qkv.data(), batch_, seq_len_, c, config().n_head);
   cpu::matmul_forward(proj_.data(), a.atty.data(), w.attn_proj_w, w.attn_proj_b, bt, c, c, w16.attn_proj_w);
   cpu::add(a.residual2.data(), x, proj_.data(), a.residual2.size());
   cpu::layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.residual2.data(), w.ln2_w,
@@ -201,8 +200,8 @@ void Gpt::block_backward(int layer, UnitWeights block_unit, float* block_grad) {
   // Attention branch: residual2 = x + attn_proj(attention(qkv(ln1(x))))
   cpu::matmul_backward(datty_.data(), g.attn_proj_w, g.attn_proj_b, dres, a.atty.data(), w.attn_proj_w, bt, c, c,
                        w16.attn_proj_w);
-  cpu::attention_backward(dqkv_.data(), datty_.data(), a.qkv.data(), a.att.data(), batch_, seq_len_, c,
-                          config().n_head);
+  cpu::flash_attention_backward(dqkv_.data(), datty_.data(), a.atty.data(), a.qkv.data(), a.lse.data(), batch_,
+                                seq_len_, c, config().n_head);
   cpu::matmul_backward(dln_.data(), g.qkv_w, g.qkv_b, dqkv_.data(), a.ln1.data(), w.qkv_w, bt, c, 3 * c, w16.qkv_w);
   cpu::layernorm_backward(dres, g.ln1_w, g.ln1_b, dln_.data(), x, w.ln1_w, a.ln1_mean.data(), a.ln1_rstd.data(),
                           bt, c);

@@ -77,7 +77,7 @@ class Gpt {
 
  private:
   struct LayerActivations {
-    AlignedBuffer<float> ln1, ln1_mean, ln1_rstd, qkv, atty, att, residual2, ln2, ln2_mean, ln2_rstd, fch,
+    AlignedBuffer<float> ln1, ln1_mean, ln1_rstd, qkv, atty, lse, residual2, ln2, ln2_mean, ln2_rstd, fch,
         fch_gelu, output;
   };
 

@@ -191,6 +191,39 @@ def build_case(case, out_dir):
     print(f"wrote {path}: loss {out['loss']:.6f}, step losses {', '.join(f'{x:.5f}' for x in step_losses)}")
 
 
+# Attention cases for tests/unit/test_attention.cpp: batch, seq_len, channels, heads. Lengths not a
+# multiple of the fused kernel's 64-query tile, past its 256-key chunk, T = 1, heads of 16-128.
+ATTENTION_CASES = [(1, 1, 64, 4), (2, 77, 128, 2), (1, 300, 256, 2), (3, 130, 96, 3)]
+
+
+def build_attention_case(batch, seq_len, channels, heads, out_dir):
+    """Causal attention over a fused qkv (B, T, 3C) by PyTorch autograd in float64 (softmax of
+    the masked scaled scores times v; Debian's torch 1.13 predates scaled_dot_product_attention),
+    with the gradient of qkv for a random output gradient."""
+    gen = torch.Generator().manual_seed(1000 + seq_len)
+    qkv = torch.randn(batch, seq_len, 3 * channels, generator=gen, dtype=torch.float64)
+    dout = torch.randn(batch, seq_len, channels, generator=gen, dtype=torch.float64)
+    x = qkv.clone().requires_grad_(True)
+    q, k, v = x.split(channels, dim=2)
+    hs = channels // heads
+    q, k, v = (y.view(batch, seq_len, heads, hs).transpose(1, 2) for y in (q, k, v))
+    mask = torch.tril(torch.ones(seq_len, seq_len, dtype=torch.bool))
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
+    y = att.masked_fill(~mask, float("-inf")).softmax(dim=-1) @ v
+    out = y.transpose(1, 2).reshape(batch, seq_len, channels)
+    out.backward(dout)
+    tensors = {
+        "shape": np.array([batch, seq_len, channels, heads], dtype=np.int32),
+        "qkv": qkv.float().numpy(),
+        "dout": dout.float().numpy(),
+        "out": out.detach().float().numpy(),
+        "dqkv": x.grad.float().numpy(),
+    }
+    path = os.path.join(out_dir, f"attention-{batch}x{seq_len}x{channels}x{heads}.stt")
+    tensor_archive.write(path, tensors)
+    print(f"wrote {path}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out-dir", required=True)
@@ -200,6 +233,8 @@ def main():
     os.makedirs(args.out_dir, exist_ok=True)
     for case in CASES:
         build_case(case, args.out_dir)
+    for case in ATTENTION_CASES:
+        build_attention_case(*case, args.out_dir)
 
 
 if __name__ == "__main__":
