@@ -25,8 +25,18 @@ float LocalEngine::forward_backward(std::span<const std::int32_t> inputs, std::s
                                     float loss_scale) {
   const auto working = working_bf16();
   const float loss = gpt_.forward(params_, inputs, targets, working);
-  gpt_.backward(params_, grads_, loss_scale, working);
+  gpt_.backward(params_, grads_, loss_scale, working,
+                grads_zero_pending_ ? GradWrite::kOverwrite : GradWrite::kAccumulate);
+  grads_zero_pending_ = false;
   return loss;
+}
+
+UnitBuffers& LocalEngine::settled_grads() {
+  if (grads_zero_pending_) {
+    grads_.fill_zero();
+    grads_zero_pending_ = false;
+  }
+  return grads_;
 }
 
 float LocalEngine::evaluate(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
@@ -54,7 +64,7 @@ double LocalEngine::grad_norm() {
   const OpScope scope(Op::kGradNorm);
   double total = 0.0;
   for (std::size_t u = 0; u < layout().unit_count(); ++u) {
-    total += sum_of_squares(grads_.unit(u), layout().unit(u).numel);
+    total += sum_of_squares(settled_grads().unit(u), layout().unit(u).numel);
   }
   return std::sqrt(total);
 }
@@ -65,7 +75,7 @@ bool LocalEngine::optimizer_step(const UpdateOperands& update) {
   const bool keep_working = !working_bf16_stale_ && !working_bf16_.empty();
   for (std::size_t u = 0; u < layout().unit_count(); ++u) {
     const UnitLayout& unit = layout().unit(u);
-    adamw_update_unit_slice(unit, Range{0, unit.numel}, params_.unit(u), grads_.unit(u), m_.unit(u), v_.unit(u),
+    adamw_update_unit_slice(unit, Range{0, unit.numel}, params_.unit(u), settled_grads().unit(u), m_.unit(u), v_.unit(u),
                             update.hyper, static_cast<float>(update.lr), update.step, update.grad_scale,
                             keep_working ? working_bf16_[u].data() : nullptr);
   }

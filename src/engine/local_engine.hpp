@@ -23,11 +23,12 @@ class LocalEngine final : public TrainingEngine {
     working_bf16_stale_ = true;
     return params_;
   }
-  UnitBuffers& grads() { return grads_; }
+  UnitBuffers& grads() { return settled_grads(); }
   UnitBuffers& adam_m() { return m_; }
   UnitBuffers& adam_v() { return v_; }
 
-  void zero_grad() override { grads_.fill_zero(); }
+  // The next backward writes the gradients whole instead of adding to them: no pass zeroes them.
+  void zero_grad() override { grads_zero_pending_ = true; }
   // Forward and backward of one micro-batch; gradients accumulate, scaled by loss_scale.
   float forward_backward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
                          float loss_scale) override;
@@ -45,11 +46,15 @@ class LocalEngine final : public TrainingEngine {
   // fp32 weights once after they change, so the products of every micro-batch read it unconverted.
   std::span<const bf16* const> working_bf16();
 
+  // The gradients, zeroed now if zero_grad was called and no backward has written them since.
+  UnitBuffers& settled_grads();
+
   Gpt gpt_;
   UnitBuffers params_, grads_, m_, v_;
   std::vector<AlignedBuffer<bf16>> working_bf16_;
   std::vector<const bf16*> working_bf16_units_;
   bool working_bf16_stale_ = true;
+  bool grads_zero_pending_ = false;
 };
 
 }  // namespace strata

@@ -2,6 +2,7 @@
 #include "engine/sharded_engine.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/bf16.hpp"
 #include "core/error.hpp"
@@ -90,7 +91,13 @@ void ShardedEngine::acquire_buffer(const BufferEffect& b) {
     case BufferKind::kUnitGrad:
       STRATA_CHECK(!u.grad && b.bytes == fp32, "the unit gradient of unit {}: {} bytes for {} elements", b.unit, b.bytes,
                    u.padded);
-      u.grad = scheduled_.acquire(b.bytes, true);
+      // The backward that opens it writes the unit whole (schedule/op_effects: writes_gradient_whole);
+      // only the padding past the unit's last element would be left unwritten.
+      u.grad = scheduled_.acquire(b.bytes, false);
+      {
+        const std::size_t written = layout().unit(static_cast<std::size_t>(b.unit)).numel * sizeof(float);
+        std::memset(u.grad->data() + written, 0, b.bytes - written);
+      }
       break;
     case BufferKind::kCount: break;
   }
@@ -276,7 +283,11 @@ void ShardedEngine::flush() {
 void ShardedEngine::zero_grad() {
   STRATA_REQUIRE(micro_ == 0 || micro_ == options_.grad_accum,
                  "zero_grad in the middle of a step ({} of {} micro-batches run)", micro_, options_.grad_accum);
-  for (auto& u : units_) u->grad_shard.fill_zero();
+  // A shard the backward writes in place is written whole by the first micro-batch; one the
+  // reductions add into starts from zero.
+  if (gradient_resource(schedule_) != Resource::kGradShard) {
+    for (auto& u : units_) u->grad_shard.fill_zero();
+  }
   micro_ = 0;
   reduced_ = false;
 }

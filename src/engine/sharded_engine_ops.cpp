@@ -51,7 +51,11 @@ void ShardedEngine::compute(const ScheduleOp& op, const OpContext& x) {
     const int unit = nth_unit(op.weight_units, i, op, "weight");
     return UnitWeights(weights(unit), working_bf16(unit));
   };
-  const auto g = [&](std::size_t i) { return gradient_target(nth_unit(op.grad_units, i, op, "gradient")); };
+  const auto g = [&](std::size_t i) {
+    const int unit = nth_unit(op.grad_units, i, op, "gradient");
+    return UnitGrad(gradient_target(unit),
+                    writes_gradient_whole(schedule_, op, unit) ? GradWrite::kOverwrite : GradWrite::kAccumulate);
+  };
   if (op.kind == OpKind::kForward) {
     switch (op.stage) {
       case ComputeStage::kEmbedding: gpt_.embedding_forward(w(0).f32, x.tokens); break;

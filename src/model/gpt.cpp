@@ -1,6 +1,8 @@
 // GPT-2 forward/backward orchestration over the CPU kernels.
 #include "model/gpt.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "model/cpu/flash_attention.hpp"
 #include "model/cpu/elementwise.hpp"
@@ -158,57 +160,68 @@ float Gpt::head_forward(const float* final_norm_unit, UnitWeights embedding_unit
   return static_cast<float>(sum / bt);
 }
 
-void Gpt::head_backward(const float* final_norm_unit, UnitWeights embedding_unit, float* final_norm_grad,
-                        float* embedding_grad, float loss_scale) {
+void Gpt::head_backward(const float* final_norm_unit, UnitWeights embedding_unit, UnitGrad final_norm_grad,
+                        UnitGrad embedding_grad, float loss_scale) {
   const int bt = static_cast<int>(tokens_per_batch());
   const int c = config().n_embd;
   const int vp = config().padded_vocab_size();
   const auto& final_unit = layout_.unit(layout_.final_norm_unit());
   const auto& embed_unit = layout_.unit(ModelLayout::kEmbeddingUnit);
   const auto f = final_norm_view(final_unit, final_norm_unit);
-  const auto df = final_norm_view(final_unit, final_norm_grad);
+  const auto df = final_norm_view(final_unit, final_norm_grad.values);
   const auto e = embedding_view(embed_unit, embedding_unit.f32);
   const auto e16 = embedding_bf16(embed_unit, embedding_unit.bf16_copy);
-  const auto de = embedding_view(embed_unit, embedding_grad);
+  const auto de = embedding_view(embed_unit, embedding_grad.values);
+  if (embedding_grad.write == GradWrite::kOverwrite) {
+    std::fill(de.wpe, embedding_grad.values + embed_unit.numel, 0.0f);  // the position rows: the lookup adds to them
+  }
 
   cpu::cross_entropy_backward(logits_.data(), lse_.data(), targets_.data(), bt, config().vocab_size, vp,
                               loss_scale / static_cast<float>(bt));
-  cpu::matmul_backward(dln_.data(), de.wte, nullptr, logits_.data(), lnf_.data(), e.wte, bt, c, vp, e16.wte);
+  cpu::matmul_backward(dln_.data(), de.wte, nullptr, logits_.data(), lnf_.data(), e.wte, bt, c, vp, e16.wte,
+                       embedding_grad.write);
   dresidual_.fill_zero();
   cpu::layernorm_backward(dresidual_.data(), df.lnf_w, df.lnf_b, dln_.data(), layer_input(config().n_layer),
-                          f.lnf_w, lnf_mean_.data(), lnf_rstd_.data(), bt, c);
+                          f.lnf_w, lnf_mean_.data(), lnf_rstd_.data(), bt, c, final_norm_grad.write);
 }
 
-void Gpt::block_backward(int layer, UnitWeights block_unit, float* block_grad) {
+void Gpt::block_backward(int layer, UnitWeights block_unit, UnitGrad block_grad) {
   const int bt = static_cast<int>(tokens_per_batch());
   const int c = config().n_embd;
   const auto& unit = layout_.unit(layout_.block_unit(layer));
   const auto w = block_view(unit, block_unit.f32);
   const auto w16 = block_bf16(unit, block_unit.bf16_copy);
-  const auto g = block_view(unit, block_grad);
+  const auto g = block_view(unit, block_grad.values);
+  const GradWrite write = block_grad.write;
   LayerActivations& a = layers_[static_cast<std::size_t>(layer)];
   const float* x = layer_input(layer);
   float* dres = dresidual_.data();  // d(output) on entry, d(input) on exit
 
   // MLP branch: output = residual2 + fc_proj(gelu(fc(ln2(residual2))))
   cpu::matmul_backward(dfch_.data(), g.fc_proj_w, g.fc_proj_b, dres, a.fch_gelu.data(), w.fc_proj_w, bt, 4 * c, c,
-                       w16.fc_proj_w);
+                       w16.fc_proj_w, write);
   cpu::gelu_backward(dfch_.data(), a.fch.data(), dfch_.data(), dfch_.size());
-  cpu::matmul_backward(dln_.data(), g.fc_w, g.fc_b, dfch_.data(), a.ln2.data(), w.fc_w, bt, c, 4 * c, w16.fc_w);
+  cpu::matmul_backward(dln_.data(), g.fc_w, g.fc_b, dfch_.data(), a.ln2.data(), w.fc_w, bt, c, 4 * c, w16.fc_w,
+                       write);
   cpu::layernorm_backward(dres, g.ln2_w, g.ln2_b, dln_.data(), a.residual2.data(), w.ln2_w, a.ln2_mean.data(),
-                          a.ln2_rstd.data(), bt, c);
+                          a.ln2_rstd.data(), bt, c, write);
   // Attention branch: residual2 = x + attn_proj(attention(qkv(ln1(x))))
   cpu::matmul_backward(datty_.data(), g.attn_proj_w, g.attn_proj_b, dres, a.atty.data(), w.attn_proj_w, bt, c, c,
-                       w16.attn_proj_w);
+                       w16.attn_proj_w, write);
   cpu::flash_attention_backward(dqkv_.data(), datty_.data(), a.atty.data(), a.qkv.data(), a.lse.data(), batch_,
                                 seq_len_, c, config().n_head);
-  cpu::matmul_backward(dln_.data(), g.qkv_w, g.qkv_b, dqkv_.data(), a.ln1.data(), w.qkv_w, bt, c, 3 * c, w16.qkv_w);
+  cpu::matmul_backward(dln_.data(), g.qkv_w, g.qkv_b, dqkv_.data(), a.ln1.data(), w.qkv_w, bt, c, 3 * c, w16.qkv_w,
+                       write);
   cpu::layernorm_backward(dres, g.ln1_w, g.ln1_b, dln_.data(), x, w.ln1_w, a.ln1_mean.data(), a.ln1_rstd.data(),
-                          bt, c);
+                          bt, c, write);
 }
 
-void Gpt::embedding_backward(float* embedding_grad) {
-  const auto de = embedding_view(layout_.unit(ModelLayout::kEmbeddingUnit), embedding_grad);
+void Gpt::embedding_backward(UnitGrad embedding_grad) {
+  const auto& unit = layout_.unit(ModelLayout::kEmbeddingUnit);
+  if (embedding_grad.write == GradWrite::kOverwrite) {
+    std::fill(embedding_grad.values, embedding_grad.values + unit.numel, 0.0f);
+  }
+  const auto de = embedding_view(unit, embedding_grad.values);
   cpu::embedding_backward(de.wte, de.wpe, dresidual_.data(), tokens_.data(), batch_, seq_len_, config().n_embd);
 }
 
@@ -221,12 +234,13 @@ float Gpt::forward(const UnitBuffers& params, std::span<const std::int32_t> toke
 }
 
 void Gpt::backward(const UnitBuffers& params, UnitBuffers& grads, float loss_scale,
-                   std::span<const bf16* const> params_bf16) {
+                   std::span<const bf16* const> params_bf16, GradWrite write) {
   const auto weights = [&](std::size_t u) { return UnitWeights(params.unit(u), unit_bf16(params_bf16, u)); };
+  const auto grad = [&](std::size_t u) { return UnitGrad(grads.unit(u), write); };
   head_backward(params.unit(layout_.final_norm_unit()), weights(ModelLayout::kEmbeddingUnit),
-                grads.unit(layout_.final_norm_unit()), grads.unit(ModelLayout::kEmbeddingUnit), loss_scale);
+                grad(layout_.final_norm_unit()), grad(ModelLayout::kEmbeddingUnit), loss_scale);
   for (int l = config().n_layer - 1; l >= 0; --l) {
-    block_backward(l, weights(layout_.block_unit(l)), grads.unit(layout_.block_unit(l)));
+    block_backward(l, weights(layout_.block_unit(l)), grad(layout_.block_unit(l)));
   }
   embedding_backward(grads.unit(ModelLayout::kEmbeddingUnit));
 }

@@ -9,6 +9,7 @@
 
 #include "core/aligned_buffer.hpp"
 #include "core/bf16.hpp"
+#include "model/cpu/grad_write.hpp"
 #include "model/gpt_config.hpp"
 #include "model/parameter_layout.hpp"
 #include "model/unit_buffers.hpp"
@@ -35,6 +36,16 @@ struct UnitWeights {
   const bf16* bf16_copy = nullptr;
 };
 
+// Where a backward writes a unit's gradient, and whether it adds to the buffer or writes it whole
+// (the first write after the engine opened the buffer: nothing has to zero it first). Converts
+// from a bare pointer as an accumulation.
+struct UnitGrad {
+  UnitGrad(float* grad_values) : values(grad_values) {}  // NOLINT(google-explicit-constructor)
+  UnitGrad(float* grad_values, GradWrite how) : values(grad_values), write(how) {}
+  float* values;
+  GradWrite write = GradWrite::kAccumulate;
+};
+
 class Gpt {
  public:
   static ActivationBytes activation_bytes(const GptConfig& config, int batch, int seq_len);
@@ -56,21 +67,24 @@ class Gpt {
   float head_forward(const float* final_norm_unit, UnitWeights embedding_unit, std::span<const std::int32_t> targets);
 
   // Backward, in reverse order: head, blocks L-1..0, embedding. Gradients are added into the grad
-  // buffers; the loss gradient is loss_scale * d(mean loss) (1 / grad_accum for accumulation).
-  // The tied token table receives the head's gradient here and the lookup's in
-  // embedding_backward: one gradient buffer, no copy.
-  void head_backward(const float* final_norm_unit, UnitWeights embedding_unit, float* final_norm_grad,
-                     float* embedding_grad, float loss_scale);
-  void block_backward(int layer, UnitWeights block_unit, float* block_grad);
-  // Needs no weights: the lookup's gradient only depends on the tokens.
-  void embedding_backward(float* embedding_grad);
+  // buffers, or written whole where the UnitGrad says so; the loss gradient is
+  // loss_scale * d(mean loss) (1 / grad_accum for accumulation). The tied token table receives the
+  // head's gradient here and the lookup's in embedding_backward: one gradient buffer, no copy, so
+  // the head is the one that writes the embedding unit whole (its position rows zeroed) and the
+  // lookup adds.
+  void head_backward(const float* final_norm_unit, UnitWeights embedding_unit, UnitGrad final_norm_grad,
+                     UnitGrad embedding_grad, float loss_scale);
+  void block_backward(int layer, UnitWeights block_unit, UnitGrad block_grad);
+  // Needs no weights: the lookup's gradient only depends on the tokens. An overwrite zeroes the
+  // unit first (a scatter cannot write it whole); the engines never ask for one.
+  void embedding_backward(UnitGrad embedding_grad);
 
   // The whole model held in one process; params_bf16, where not empty, holds each unit's bf16
   // working copy.
   float forward(const UnitBuffers& params, std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
                 std::span<const bf16* const> params_bf16 = {});
   void backward(const UnitBuffers& params, UnitBuffers& grads, float loss_scale,
-                std::span<const bf16* const> params_bf16 = {});
+                std::span<const bf16* const> params_bf16 = {}, GradWrite write = GradWrite::kAccumulate);
 
   // Valid between head_forward and head_backward: (batch * seq_len, padded_vocab) logits.
   const float* logits() const { return logits_.data(); }

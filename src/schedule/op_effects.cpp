@@ -104,15 +104,26 @@ Resource gradient_resource(const StepSchedule& s) {
   return s.grads_partitioned ? Resource::kUnitGrad : Resource::kGradShard;
 }
 
+namespace {
+
+bool allocates(const ScheduleOp& op, BufferKind kind, int unit) {
+  for (const BufferEffect& b : op.alloc) {
+    if (b.kind == kind && b.unit == unit) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool writes_gradient_whole(const StepSchedule& s, const ScheduleOp& op, int unit) {
+  if (op.kind != OpKind::kBackward) return false;
+  if (gradient_resource(s) == Resource::kUnitGrad) return allocates(op, BufferKind::kUnitGrad, unit);
+  return op.micro == 0 && op.stage != ComputeStage::kEmbedding;
+}
+
 std::vector<Access> op_accesses(const StepSchedule& s, const ScheduleOp& op) {
   std::vector<Access> a;
   const Resource source = op.source == WeightSource::kSecondary ? Resource::kSecondary : Resource::kPrimary;
-  const auto allocates = [&](BufferKind kind, int unit) {
-    for (const BufferEffect& b : op.alloc) {
-      if (b.kind == kind && b.unit == unit) return true;
-    }
-    return false;
-  };
   switch (op.kind) {
     case OpKind::kGatherStart:
       a.push_back({source, op.unit, true, false});
@@ -136,12 +147,7 @@ std::vector<Access> op_accesses(const StepSchedule& s, const ScheduleOp& op) {
       for (int u : op.weight_units) a.push_back({Resource::kGathered, u, true, false});
       a.push_back({Resource::kActivations, -1, true, true});
       if (op.kind == OpKind::kForward && op.stage == ComputeStage::kHead) a.push_back({Resource::kLoss, -1, false, true});
-      for (int u : op.grad_units) {
-        const Resource target = gradient_resource(s);
-        // A unit-gradient buffer the op opens is written whole; one opened before is added to.
-        const bool fresh = target == Resource::kUnitGrad && allocates(BufferKind::kUnitGrad, u);
-        a.push_back({target, u, !fresh, true});
-      }
+      for (int u : op.grad_units) a.push_back({gradient_resource(s), u, !writes_gradient_whole(s, op, u), true});
       break;
     case OpKind::kLossReduce: a.push_back({Resource::kLoss, -1, true, false}); break;
     case OpKind::kReduceScatterStart: a.push_back({Resource::kUnitGrad, op.unit, true, false}); break;

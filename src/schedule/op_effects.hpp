@@ -65,6 +65,12 @@ struct Access {
 // reduce-scatters gradients per micro-batch, else the gradient shard in place.
 Resource gradient_resource(const StepSchedule& s);
 
+// Whether a backward op writes unit u's gradient whole instead of adding to it, so no one zeroes
+// the buffer first: the op that opens the unit-gradient buffer, or, for a gradient shard written
+// in place, every writer in a step's first micro-batch. The tied token table is written first by
+// the head, so the embedding's own backward only adds to it (unless it opened the buffer itself).
+bool writes_gradient_whole(const StepSchedule& s, const ScheduleOp& op, int unit);
+
 // Every access of one op, in order (reads are checked before writes take effect).
 std::vector<Access> op_accesses(const StepSchedule& s, const ScheduleOp& op);
 

@@ -84,11 +84,14 @@ class StageBench {
     gpt_.head_forward(params_.unit(fin), params_.unit(emb), targets_);
     const double head_fwd = w.seconds();
     w.restart();
-    gpt_.head_backward(params_.unit(fin), params_.unit(emb), grads_.unit(fin), grads_.unit(emb), 1.0f);
+    // As the engines write a micro-batch's gradients: whole, into buffers nobody zeroed.
+    constexpr GradWrite kWhole = GradWrite::kOverwrite;
+    gpt_.head_backward(params_.unit(fin), params_.unit(emb), {grads_.unit(fin), kWhole}, {grads_.unit(emb), kWhole},
+                       1.0f);
     const double head_bwd = w.seconds();
     w.restart();
     for (int l = config_.n_layer - 1; l >= 0; --l) {
-      gpt_.block_backward(l, params_.unit(layout.block_unit(l)), grads_.unit(layout.block_unit(l)));
+      gpt_.block_backward(l, params_.unit(layout.block_unit(l)), {grads_.unit(layout.block_unit(l)), kWhole});
     }
     const double block_bwd = w.seconds() / config_.n_layer;
     gpt_.embedding_backward(grads_.unit(emb));

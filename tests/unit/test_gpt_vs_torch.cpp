@@ -108,6 +108,38 @@ TEST_P(TorchReference, OneMicroBatchLossLogitsAndEveryGradient) {
   }
 }
 
+// A backward that writes its gradients whole (the engines' first write into a buffer nobody
+// zeroed) gives bit for bit what adding into zeros gives, whatever the buffer held before: NaN
+// would survive any element it failed to write.
+TEST_P(TorchReference, GradientsWrittenWholeNeedNoZeroedBuffer) {
+  STRATA_SKIP_WITHOUT(impl());
+  for (const ComputeDType dtype : {ComputeDType::kF32, ComputeDType::kBF16}) {
+    const MatmulScope matmul(impl(), dtype);
+    const auto ref = load_reference_case(case_name());
+    Gpt gpt(ref.config, ref.batch, ref.seq_len);
+    UnitBuffers params(gpt.layout());
+    load_units(ref.archive, "init.", gpt.layout(), params);
+    const std::size_t n = static_cast<std::size_t>(ref.batch) * ref.seq_len;
+    const auto inputs = micro_batch(ref.archive, "inputs", 0, n);
+    const auto targets = micro_batch(ref.archive, "targets", 0, n);
+
+    UnitBuffers added(gpt.layout()), written(gpt.layout());
+    added.fill_zero();
+    gpt.forward(params, inputs, targets);
+    gpt.backward(params, added, 0.5f);
+    for (std::size_t u = 0; u < gpt.layout().unit_count(); ++u) {
+      std::fill(written.unit(u), written.unit(u) + gpt.layout().unit(u).numel, std::nanf(""));
+    }
+    gpt.forward(params, inputs, targets);
+    gpt.backward(params, written, 0.5f, {}, GradWrite::kOverwrite);
+    for (std::size_t u = 0; u < gpt.layout().unit_count(); ++u) {
+      const std::size_t numel = gpt.layout().unit(u).numel;
+      ASSERT_EQ(std::memcmp(added.unit(u), written.unit(u), numel * sizeof(float)), 0)
+          << "unit " << gpt.layout().unit(u).name << " under " << (dtype == ComputeDType::kBF16 ? "bf16" : "fp32");
+    }
+  }
+}
+
 TEST_P(TorchReference, FiveAdamWStepsWithAccumulationAndClipping) {
   STRATA_SKIP_WITHOUT(impl());
   const MatmulScope matmul(impl(), ComputeDType::kF32);

@@ -6,6 +6,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <vector>
@@ -43,7 +44,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, int rows, int channels) {
+                        const float* weight, const float* mean, const float* rstd, int rows, int channels,
+                        GradWrite write) {
   const OpScope scope(Op::kLayerNorm);
   const int c = channels;
   const int max_threads = omp_get_max_threads();
@@ -82,6 +84,10 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
         dx[i] += rs * (dn - mean_dn - norm * mean_dn_norm);
       }
     }
+  }
+  if (write == GradWrite::kOverwrite) {
+    std::fill(dweight, dweight + c, 0.0f);
+    std::fill(dbias, dbias + c, 0.0f);
   }
   for (int t = 0; t < used_threads; ++t) {
     const float* pdw = partial.data() + static_cast<std::size_t>(t) * 2 * c;

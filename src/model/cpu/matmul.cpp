@@ -26,12 +26,13 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 }
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int rows, int c, int oc, const bf16* weight_bf16) {
+                     const float* weight, int rows, int c, int oc, const bf16* weight_bf16, GradWrite write) {
   const OpScope scope(Op::kMatmulBackward);
+  const bool add = write == GradWrite::kAccumulate;
   if (dinp != nullptr) {
     cpu::gemm(Transpose::kNo, Transpose::kNo, rows, c, oc, 1.0f, dout, oc, weight, c, 0.0f, dinp, c, {}, weight_bf16);
   }
-  cpu::gemm(Transpose::kYes, Transpose::kNo, oc, c, rows, 1.0f, dout, oc, inp, c, 1.0f, dweight, c);
+  cpu::gemm(Transpose::kYes, Transpose::kNo, oc, c, rows, 1.0f, dout, oc, inp, c, add ? 1.0f : 0.0f, dweight, c);
   if (dbias != nullptr) {
     constexpr int kBlock = 256;
     const int blocks = (oc + kBlock - 1) / kBlock;
@@ -45,7 +46,12 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 #pragma omp simd
         for (int j = 0; j < width; ++j) acc[j] += row[j];
       }
-      for (int j = 0; j < width; ++j) dbias[begin + j] += acc[j];
+      float* out = dbias + begin;
+      if (add) {
+        for (int j = 0; j < width; ++j) out[j] += acc[j];
+      } else {
+        std::memcpy(out, acc, sizeof(float) * static_cast<std::size_t>(width));
+      }
     }
   }
 }

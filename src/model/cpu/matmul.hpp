@@ -2,6 +2,7 @@
 #pragma once
 
 #include "core/bf16.hpp"
+#include "model/cpu/grad_write.hpp"
 
 namespace strata::cpu {
 
@@ -11,8 +12,9 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
                     int oc, const bf16* weight_bf16 = nullptr);
 
 // dinp = dout W (overwritten; skipped when null); dweight += dout^T inp; dbias += column sums of
-// dout (skipped when null).
+// dout (skipped when null). Under GradWrite::kOverwrite dweight and dbias are written, not added to.
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int rows, int c, int oc, const bf16* weight_bf16 = nullptr);
+                     const float* weight, int rows, int c, int oc, const bf16* weight_bf16 = nullptr,
+                     GradWrite write = GradWrite::kAccumulate);
 
 }  // namespace strata::cpu
