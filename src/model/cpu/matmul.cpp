@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "core/aligned_buffer.hpp"
 #include "model/cpu/gemm.hpp"
 
 namespace strata::cpu {
@@ -29,10 +30,24 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
                      const float* weight, int rows, int c, int oc, const bf16* weight_bf16, GradWrite write) {
   const OpScope scope(Op::kMatmulBackward);
   const bool add = write == GradWrite::kAccumulate;
-  if (dinp != nullptr) {
-    cpu::gemm(Transpose::kNo, Transpose::kNo, rows, c, oc, 1.0f, dout, oc, weight, c, 0.0f, dinp, c, {}, weight_bf16);
+  if (matmul_settings().dtype == ComputeDType::kBF16 && weight_bf16 != nullptr) {
+    // Both products read dout: it is rounded to bf16 once for the two of them, not once each.
+    thread_local AlignedBuffer<bf16> dout16, inp16;
+    if (dout16.size() < static_cast<std::size_t>(rows) * oc) dout16 = AlignedBuffer<bf16>(static_cast<std::size_t>(rows) * oc);
+    if (inp16.size() < static_cast<std::size_t>(rows) * c) inp16 = AlignedBuffer<bf16>(static_cast<std::size_t>(rows) * c);
+    fp32_to_bf16(dout16.data(), dout, static_cast<std::size_t>(rows) * oc);
+    fp32_to_bf16(inp16.data(), inp, static_cast<std::size_t>(rows) * c);
+    if (dinp != nullptr) {
+      gemm_bf16(Transpose::kNo, Transpose::kNo, rows, c, oc, 1.0f, dout16.data(), oc, weight_bf16, c, 0.0f, dinp, c);
+    }
+    gemm_bf16(Transpose::kYes, Transpose::kNo, oc, c, rows, 1.0f, dout16.data(), oc, inp16.data(), c,
+              add ? 1.0f : 0.0f, dweight, c);
+  } else {
+    if (dinp != nullptr) {
+      cpu::gemm(Transpose::kNo, Transpose::kNo, rows, c, oc, 1.0f, dout, oc, weight, c, 0.0f, dinp, c, {}, weight_bf16);
+    }
+    cpu::gemm(Transpose::kYes, Transpose::kNo, oc, c, rows, 1.0f, dout, oc, inp, c, add ? 1.0f : 0.0f, dweight, c);
   }
-  cpu::gemm(Transpose::kYes, Transpose::kNo, oc, c, rows, 1.0f, dout, oc, inp, c, add ? 1.0f : 0.0f, dweight, c);
   if (dbias != nullptr) {
     constexpr int kBlock = 256;
     const int blocks = (oc + kBlock - 1) / kBlock;
