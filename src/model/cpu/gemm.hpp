@@ -61,9 +61,10 @@ void gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha
           const float* b, int ldb, float beta, float* c, int ldc, const GemmBatch& batch = {},
           const bf16* b_bf16 = nullptr);
 
-// One product whose operands are already bf16 (same layouts as gemm's A and B), on the calling
-// thread alone: for kernels that convert an activation once and then run many small products on
-// it inside their own parallel region (fused attention's tiles). oneDNN runs it natively; the
+// One product whose operands are already bf16 (same layouts as gemm's A and B): for kernels that
+// convert an operand once and use it in several products (fused attention's tiles, on the calling
+// thread inside their own parallel region; the linear backward's two products of one dout, on
+// the whole team). oneDNN runs it natively; the
 // reference and OpenBLAS paths widen the operands to fp32 (exactly) and multiply in fp32.
 void gemm_bf16(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha, const bf16* a, int lda,
                const bf16* b, int ldb, float beta, float* c, int ldc);

@@ -33,10 +33,13 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   if (matmul_settings().dtype == ComputeDType::kBF16 && weight_bf16 != nullptr) {
     // Both products read dout: it is rounded to bf16 once for the two of them, not once each.
     thread_local AlignedBuffer<bf16> dout16, inp16;
-    if (dout16.size() < static_cast<std::size_t>(rows) * oc) dout16 = AlignedBuffer<bf16>(static_cast<std::size_t>(rows) * oc);
-    if (inp16.size() < static_cast<std::size_t>(rows) * c) inp16 = AlignedBuffer<bf16>(static_cast<std::size_t>(rows) * c);
-    fp32_to_bf16(dout16.data(), dout, static_cast<std::size_t>(rows) * oc);
-    fp32_to_bf16(inp16.data(), inp, static_cast<std::size_t>(rows) * c);
+    const auto rounded = [rows](AlignedBuffer<bf16>& buffer, const float* x, int cols) {
+      const std::size_t n = static_cast<std::size_t>(rows) * cols;
+      if (buffer.size() < n) buffer = AlignedBuffer<bf16>(n);
+      fp32_to_bf16(buffer.data(), x, n);
+    };
+    rounded(dout16, dout, oc);
+    rounded(inp16, inp, c);
     if (dinp != nullptr) {
       gemm_bf16(Transpose::kNo, Transpose::kNo, rows, c, oc, 1.0f, dout16.data(), oc, weight_bf16, c, 0.0f, dinp, c);
     }
