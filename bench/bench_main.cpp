@@ -34,6 +34,41 @@
 
 namespace {
 
+// This machine's memory bandwidth on the step's threads, bytes read plus bytes written per second
+// over 256 MB arrays, far past the caches: a copy (b = a) and an in-place update (b += a, which
+// reads every line it writes, as AdamW and the gradient accumulation do, so no write-allocate
+// traffic goes uncounted). The profile's memory-bound rows are set against the update's rate.
+struct Bandwidth {
+  double copy_gbps, update_gbps;
+};
+Bandwidth memory_bandwidth() {
+  const std::size_t n = std::size_t{64} << 20;
+  strata::AlignedBuffer<float> a(n), b(n);
+#pragma omp parallel for simd schedule(static)
+  for (std::size_t i = 0; i < n; ++i) {
+    a[i] = static_cast<float>(i & 255);
+    b[i] = 0.0f;
+  }
+  const auto rate = [&](auto&& pass, double bytes_per_element) {
+    std::vector<double> seconds;
+    for (int r = 0; r < 5; ++r) {
+      strata::Stopwatch watch;
+      pass();
+      seconds.push_back(watch.seconds());
+    }
+    return bytes_per_element * static_cast<double>(n) / strata::median(seconds) / 1e9;
+  };
+  const double copy = rate([&] {
+#pragma omp parallel for simd schedule(static)
+    for (std::size_t i = 0; i < n; ++i) b[i] = a[i];
+  }, 8.0);
+  const double update = rate([&] {
+#pragma omp parallel for simd schedule(static)
+    for (std::size_t i = 0; i < n; ++i) b[i] += a[i];
+  }, 12.0);
+  return {copy, update};
+}
+
 nlohmann::json bench_step(const std::string& model, int vocab, int batch, int seq_len, int steps, int warmup,
                           bool profile) {
   strata::GptConfig config = strata::GptConfig::preset(model);
@@ -74,12 +109,17 @@ nlohmann::json bench_step(const std::string& model, int vocab, int batch, int se
     nlohmann::json ops;
     double total = 0;
     for (std::size_t i = 0; i < strata::kOpNames.size(); ++i) {
-      const double per_step_ms = prof.seconds(static_cast<strata::Op>(i)) * 1e3 / steps;
-      ops[std::string(strata::kOpNames[i])] = per_step_ms;
+      const auto op = static_cast<strata::Op>(i);
+      const double per_step_ms = prof.seconds(op) * 1e3 / steps;
+      ops[std::string(strata::kOpNames[i])] = {
+          {"ms", per_step_ms}, {"bytes", prof.bytes(op) / steps}, {"flops", prof.flops(op) / steps}};
       total += per_step_ms;
     }
-    ops["other"] = std::max(0.0, med - total);
-    out["profile_ms"] = ops;
+    ops["other"] = {{"ms", std::max(0.0, med - total)}, {"bytes", 0.0}, {"flops", 0.0}};
+    out["profile"] = ops;
+    const Bandwidth bandwidth = memory_bandwidth();
+    out["copy_gbps"] = bandwidth.copy_gbps;
+    out["update_gbps"] = bandwidth.update_gbps;
   }
   return out;
 }
@@ -156,7 +196,7 @@ int main(int argc, char** argv) {
   step->add_option("--seq-len", seq_len, "tokens per sequence")->capture_default_str();
   step->add_option("--steps", steps, "measured steps")->capture_default_str();
   step->add_option("--warmup", warmup, "unmeasured steps first")->capture_default_str();
-  step->add_flag("--profile", profile, "add per-operation milliseconds per step");
+  step->add_flag("--profile", profile, "add per-operation milliseconds, bytes moved and FLOPs per step, and the memory bandwidth");
 
   int size = 2048, repeats = 5, gm = 0, gn = 0, gk = 0;
   CLI::App* sgemm = app.add_subcommand("sgemm", "the matmul seam's rate on size^3, or on m x n x k");

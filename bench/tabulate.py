@@ -70,11 +70,28 @@ def single_process(rows):
         full = next((r for r in samples if not r["cache"]), None)
         if cached and full:
             print(f"  the cache: {cached['tokens_per_s'] / full['tokens_per_s']:.1f}x")
-    print("\nStrata per-operation profile, ms per step:")
+    print("\nStrata per-operation profile, per step (mean over the measured steps): bytes each operation must read")
+    print("and write against the memory bandwidth of an in-place update b += a over 256 MB ('of memory'; a copy's")
+    print("rate beside it), FLOPs of the products against the same mode's c_attn kernel rate ('of kernel')")
     for s in strata:
-        prof = s["profile_ms"]
-        parts = ", ".join(f"{k} {v:.1f}" for k, v in sorted(prof.items(), key=lambda kv: -kv[1]) if v >= 0.05)
-        print(f"  {s['model']} ({mode_name(s)}): {parts}")
+        if "profile" not in s:
+            continue
+        k = kernel(s)
+        print(f"  {s['model']} B={s['batch']} T={s['seq_len']}, {mode_name(s)}: {s['median_ms']:.1f} ms, "
+              f"memory {s['update_gbps']:.1f} GB/s (copy {s['copy_gbps']:.1f})")
+        print(f"    {'operation':<14} {'ms':>7} {'share':>6} | {'bytes':>9} {'GB/s':>6} {'of memory':>9} | "
+              f"{'GFLOP':>7} {'GFLOP/s':>7} {'of kernel':>9}")
+        for name, row in sorted(s["profile"].items(), key=lambda kv: -kv[1]["ms"]):
+            if row["ms"] < 0.05:
+                continue
+            sec = row["ms"] / 1e3
+            gbps, rate = row["bytes"] / sec / 1e9, row["flops"] / sec / 1e9
+            mem = f"{human(row['bytes']):>9} {gbps:>6.1f} {gbps / s['update_gbps']:>9.0%}" if row["bytes"] > 0 \
+                else f"{'-':>9} {'-':>6} {'-':>9}"
+            of_kernel = f"{rate / k['gflops']:>9.0%}" if k else f"{'-':>9}"
+            arith = f"{row['flops'] / 1e9:>7.2f} {rate:>7.1f} {of_kernel}" if row["flops"] > 0 \
+                else f"{'-':>7} {'-':>7} {'-':>9}"
+            print(f"    {name:<14} {row['ms']:>7.1f} {row['ms'] / s['median_ms']:>6.1%} | {mem} | {arith}")
 
 
 def attention(rows):

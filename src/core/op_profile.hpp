@@ -1,6 +1,7 @@
-// An opt-in wall-clock profile by operation kind, for the benchmark's per-operation line. Scopes
-// are opened only from serial code (never inside an OpenMP region); when profiling is off a scope
-// costs one branch.
+// An opt-in wall-clock profile by operation kind, for the benchmark's per-operation rows: time, the
+// bytes each call moves through memory (its operands read and results written once) and its FLOPs,
+// so a row can be set against the copy bandwidth or the kernel rate. Scopes are opened only from
+// serial code (never inside an OpenMP region); when profiling is off a scope costs one branch.
 #pragma once
 
 #include <array>
@@ -23,23 +24,38 @@ class OpProfile {
   static OpProfile& global();
   void enable(bool on) { enabled_ = on; }
   bool enabled() const { return enabled_; }
-  void reset() { seconds_.fill(0.0); }
-  void add(Op op, double seconds) { seconds_[static_cast<std::size_t>(op)] += seconds; }
+  void reset() {
+    seconds_.fill(0.0);
+    bytes_.fill(0.0);
+    flops_.fill(0.0);
+  }
+  void add(Op op, double seconds, double bytes, double flops) {
+    const auto i = static_cast<std::size_t>(op);
+    seconds_[i] += seconds;
+    bytes_[i] += bytes;
+    flops_[i] += flops;
+  }
   double seconds(Op op) const { return seconds_[static_cast<std::size_t>(op)]; }
+  double bytes(Op op) const { return bytes_[static_cast<std::size_t>(op)]; }
+  double flops(Op op) const { return flops_[static_cast<std::size_t>(op)]; }
 
  private:
+  using PerOp = std::array<double, static_cast<std::size_t>(Op::kCount)>;
   bool enabled_ = false;
-  std::array<double, static_cast<std::size_t>(Op::kCount)> seconds_{};
+  PerOp seconds_{}, bytes_{}, flops_{};
 };
 
 class OpScope {
  public:
-  explicit OpScope(Op op) : op_(op), active_(OpProfile::global().enabled()) {
+  // bytes: what the call must move through memory at the least; flops: its arithmetic (products).
+  explicit OpScope(Op op, double bytes = 0.0, double flops = 0.0)
+      : op_(op), active_(OpProfile::global().enabled()), bytes_(bytes), flops_(flops) {
     if (active_) start_ = std::chrono::steady_clock::now();
   }
   ~OpScope() {
     if (active_) {
-      OpProfile::global().add(op_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      OpProfile::global().add(op_, seconds, bytes_, flops_);
     }
   }
   OpScope(const OpScope&) = delete;
@@ -48,6 +64,7 @@ class OpScope {
  private:
   Op op_;
   bool active_;
+  double bytes_, flops_;
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -46,7 +46,7 @@ float LocalEngine::evaluate(std::span<const std::int32_t> inputs, std::span<cons
 std::span<const bf16* const> LocalEngine::working_bf16() {
   if (cpu::matmul_settings().dtype != cpu::ComputeDType::kBF16) return {};
   if (working_bf16_stale_) {
-    const OpScope scope(Op::kWorkingCopy);
+    const OpScope scope(Op::kWorkingCopy, 6.0 * static_cast<double>(layout().config().stored_parameter_count()));
     working_bf16_.resize(layout().unit_count());
     working_bf16_units_.resize(layout().unit_count());
     for (std::size_t u = 0; u < layout().unit_count(); ++u) {
@@ -61,7 +61,7 @@ std::span<const bf16* const> LocalEngine::working_bf16() {
 }
 
 double LocalEngine::grad_norm() {
-  const OpScope scope(Op::kGradNorm);
+  const OpScope scope(Op::kGradNorm, 4.0 * static_cast<double>(layout().config().stored_parameter_count()));
   double total = 0.0;
   for (std::size_t u = 0; u < layout().unit_count(); ++u) {
     total += sum_of_squares(settled_grads().unit(u), layout().unit(u).numel);
@@ -70,9 +70,10 @@ double LocalEngine::grad_norm() {
 }
 
 bool LocalEngine::optimizer_step(const UpdateOperands& update) {
-  const OpScope scope(Op::kOptimizer);
   // A current bf16 working copy is kept current by the update itself.
   const bool keep_working = !working_bf16_stale_ && !working_bf16_.empty();
+  const double elements = static_cast<double>(layout().config().stored_parameter_count());
+  const OpScope scope(Op::kOptimizer, adamw_bytes_per_element(keep_working) * elements);
   for (std::size_t u = 0; u < layout().unit_count(); ++u) {
     const UnitLayout& unit = layout().unit(u);
     adamw_update_unit_slice(unit, Range{0, unit.numel}, params_.unit(u), settled_grads().unit(u), m_.unit(u), v_.unit(u),

@@ -97,8 +97,8 @@ void ShardedEngine::local(const ScheduleOp& op, OpContext& x) {
       return;
     case OpKind::kBackward: compute(op, x); return;
     case OpKind::kOptimizerStep: {
-      const OpScope scope(Op::kOptimizer);
       UnitShard& u = shard(op.unit);
+      const OpScope scope(Op::kOptimizer, adamw_bytes_per_element(false) * static_cast<double>(u.optim_len));
       const UpdateOperands& up = update_;
       adamw_update_unit_slice(layout().unit(static_cast<std::size_t>(op.unit)),
                               Range{u.optim_offset, u.optim_offset + u.optim_len}, u.master.data(), u.reduced_grad(),
@@ -122,7 +122,9 @@ void ShardedEngine::blocking(const ScheduleOp& op, OpContext& x) {
       return;
     }
     case OpKind::kGradNorm: {
-      const OpScope scope(Op::kGradNorm);
+      double elements = 0.0;
+      for (const auto& s : units_) elements += static_cast<double>(s->optim_len);
+      const OpScope scope(Op::kGradNorm, 4.0 * elements);
       double sum = 0.0;
       for (const auto& s : units_) sum += sum_of_squares(s->reduced_grad(), s->optim_len);
       if (!op.comm.empty()) {

@@ -16,6 +16,12 @@ struct AdamWHyper {
   float weight_decay = 0.1f;
 };
 
+// What one update moves per element: parameter, gradient and both moments read, parameter and
+// moments written, and the bf16 working copy written where there is one.
+constexpr double adamw_bytes_per_element(bool working_copy) {
+  return 7.0 * sizeof(float) + (working_copy ? static_cast<double>(sizeof(bf16)) : 0.0);
+}
+
 // One update of n elements in place. step counts from 1; grad_scale multiplies each gradient
 // first (the clipping coefficient). param_bf16, where given, receives to_bf16 of each updated
 // parameter in the same pass (the bf16 working copy, kept without reading the weights again).

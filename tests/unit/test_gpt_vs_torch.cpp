@@ -114,6 +114,8 @@ TEST_P(TorchReference, OneMicroBatchLossLogitsAndEveryGradient) {
 TEST_P(TorchReference, GradientsWrittenWholeNeedNoZeroedBuffer) {
   STRATA_SKIP_WITHOUT(impl());
   for (const ComputeDType dtype : {ComputeDType::kF32, ComputeDType::kBF16}) {
+    // oneDNN's bf16 products need AVX-512 (the AVX2 stage runs the fp32 half only).
+    if (dtype == ComputeDType::kBF16 && impl() == MatmulImpl::kOneDnn && !cpu::onednn_bf16_available()) continue;
     const MatmulScope matmul(impl(), dtype);
     const auto ref = load_reference_case(case_name());
     Gpt gpt(ref.config, ref.batch, ref.seq_len);

@@ -10,7 +10,7 @@ namespace strata::cpu {
 
 void embedding_forward(float* out, const std::int32_t* tokens, const float* wte, const float* wpe, int batch,
                        int seq_len, int channels) {
-  const OpScope scope(Op::kEmbedding);
+  const OpScope scope(Op::kEmbedding, 12.0 * batch * seq_len * channels);
   const int c = channels;
 #pragma omp parallel for schedule(static)
   for (int bt = 0; bt < batch * seq_len; ++bt) {
@@ -24,7 +24,7 @@ void embedding_forward(float* out, const std::int32_t* tokens, const float* wte,
 
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const std::int32_t* tokens, int batch,
                         int seq_len, int channels) {
-  const OpScope scope(Op::kEmbedding);
+  const OpScope scope(Op::kEmbedding, 12.0 * batch * seq_len * channels);
   const int c = channels;
   constexpr int kBlock = 64;
   const int blocks = (c + kBlock - 1) / kBlock;

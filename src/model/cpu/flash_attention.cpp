@@ -256,11 +256,22 @@ void backward(float* dqkv, const float* dout, const float* out, const float* qkv
 
 bool bf16_compute() { return matmul_settings().dtype == ComputeDType::kBF16; }
 
+// The causal products' FLOPs of one pass over all heads: each product is 2 hs per (query, key) pair
+// with key <= query; the forward has two (S = QK^T, O = PV), the backward five (S again, dV, dP,
+// dQ, dK).
+double causal_product_flops(int batch, int seq_len, int channels, int products) {
+  const double pairs = 0.5 * seq_len * (seq_len + 1.0);
+  return 2.0 * products * batch * pairs * channels;
+}
+
 }  // namespace
 
 void flash_attention_forward(float* out, float* lse, const float* qkv, int batch, int seq_len, int channels,
                              int heads) {
-  const OpScope scope(Op::kAttentionForward);
+  // qkv read, out and the log-sum-exp written; the T x T matrix never reaches memory.
+  const double rows = static_cast<double>(batch) * seq_len;
+  const OpScope scope(Op::kAttentionForward, rows * (16.0 * channels + 4.0 * heads),
+                      causal_product_flops(batch, seq_len, channels, 2));
   if (bf16_compute()) {
     forward<bf16>(out, lse, qkv, batch, seq_len, channels, heads);
   } else {
@@ -270,7 +281,10 @@ void flash_attention_forward(float* out, float* lse, const float* qkv, int batch
 
 void flash_attention_backward(float* dqkv, const float* dout, const float* out, const float* qkv, const float* lse,
                               int batch, int seq_len, int channels, int heads) {
-  const OpScope scope(Op::kAttentionBackward);
+  // qkv, out, dout and the log-sum-exp read, dqkv written.
+  const double rows = static_cast<double>(batch) * seq_len;
+  const OpScope scope(Op::kAttentionBackward, rows * (32.0 * channels + 4.0 * heads),
+                      causal_product_flops(batch, seq_len, channels, 5));
   if (bf16_compute()) {
     backward<bf16>(dqkv, dout, out, qkv, lse, batch, seq_len, channels, heads);
   } else {

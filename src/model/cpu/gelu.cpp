@@ -13,7 +13,7 @@ constexpr float kCubic = 0.044715f;
 }  // namespace
 
 void gelu_forward(float* out, const float* inp, std::size_t n) {
-  const OpScope scope(Op::kGelu);
+  const OpScope scope(Op::kGelu, 8.0 * static_cast<double>(n));
 #pragma omp parallel for simd schedule(static)
   for (std::size_t i = 0; i < n; ++i) {
     const float x = inp[i];
@@ -23,7 +23,7 @@ void gelu_forward(float* out, const float* inp, std::size_t n) {
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) {
-  const OpScope scope(Op::kGelu);
+  const OpScope scope(Op::kGelu, 12.0 * static_cast<double>(n));
 #pragma omp parallel for simd schedule(static)
   for (std::size_t i = 0; i < n; ++i) {
     const float x = inp[i];

@@ -19,7 +19,7 @@ constexpr float kEps = 1e-5f;
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int rows, int channels) {
-  const OpScope scope(Op::kLayerNorm);
+  const OpScope scope(Op::kLayerNorm, 8.0 * rows * channels);
   const int c = channels;
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < rows; ++r) {
@@ -46,7 +46,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, int rows, int channels,
                         GradWrite write) {
-  const OpScope scope(Op::kLayerNorm);
+  // dout and inp read, dinp read and written (the residual stream's gradient adds into it).
+  const OpScope scope(Op::kLayerNorm, 16.0 * rows * channels);
   const int c = channels;
   const int max_threads = omp_get_max_threads();
   std::vector<float> partial(static_cast<std::size_t>(max_threads) * 2 * c, 0.0f);

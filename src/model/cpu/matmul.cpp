@@ -13,9 +13,20 @@
 
 namespace strata::cpu {
 
+namespace {
+// The floats of a product's operands, as the profile counts them: the weight is read as bf16
+// where a working copy is given.
+double weight_bytes(int c, int oc, const bf16* weight_bf16) {
+  return static_cast<double>(c) * oc * (weight_bf16 != nullptr ? sizeof(bf16) : sizeof(float));
+}
+double activation_bytes(int rows, int cols) { return 4.0 * rows * cols; }
+}  // namespace
+
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int rows, int c,
                     int oc, const bf16* weight_bf16) {
-  const OpScope scope(Op::kMatmulForward);
+  const OpScope scope(Op::kMatmulForward,
+                      activation_bytes(rows, c) + weight_bytes(c, oc, weight_bf16) + activation_bytes(rows, oc),
+                      2.0 * rows * c * oc);
   float beta = 0.0f;
   if (bias != nullptr) {
     // Seed each output row with the bias and let the product be added to it (beta = 1).
@@ -28,8 +39,12 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int rows, int c, int oc, const bf16* weight_bf16, GradWrite write) {
-  const OpScope scope(Op::kMatmulBackward);
   const bool add = write == GradWrite::kAccumulate;
+  // dout and inp read, dinp written, dweight written (read too when accumulated), the weight read.
+  const OpScope scope(Op::kMatmulBackward,
+                      activation_bytes(rows, oc) + 2.0 * activation_bytes(rows, c) + weight_bytes(c, oc, weight_bf16) +
+                          (add ? 8.0 : 4.0) * c * oc,
+                      4.0 * rows * c * oc);
   if (matmul_settings().dtype == ComputeDType::kBF16 && weight_bf16 != nullptr) {
     // Both products read dout: it is rounded to bf16 once for the two of them, not once each.
     thread_local AlignedBuffer<bf16> dout16, inp16;

@@ -14,7 +14,7 @@ namespace strata::cpu {
 
 void cross_entropy_forward(float* losses, float* lse, const float* logits, const std::int32_t* targets,
                            int rows, int vocab, int padded_vocab) {
-  const OpScope scope(Op::kCrossEntropy);
+  const OpScope scope(Op::kCrossEntropy, 4.0 * rows * vocab);
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < rows; ++r) {
     const float* row = logits + static_cast<std::size_t>(r) * padded_vocab;
@@ -32,7 +32,7 @@ void cross_entropy_forward(float* losses, float* lse, const float* logits, const
 
 void cross_entropy_backward(float* logits, const float* lse, const std::int32_t* targets, int rows, int vocab,
                             int padded_vocab, float scale) {
-  const OpScope scope(Op::kCrossEntropy);
+  const OpScope scope(Op::kCrossEntropy, 8.0 * rows * padded_vocab);
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < rows; ++r) {
     float* row = logits + static_cast<std::size_t>(r) * padded_vocab;
