@@ -94,6 +94,15 @@ def single_process(rows):
             print(f"    {name:<14} {row['ms']:>7.1f} {row['ms'] / s['median_ms']:>6.1%} | {mem} | {arith}")
 
 
+def beside(rows):
+    jobs = [r for r in rows if r["bench"] == "beside"]
+    if jobs:
+        print("\ntwo jobs on the 2 cores (fair sharing: each about 2x slower beside the other):")
+        for r in jobs:
+            print(f"  {r['ranks']} rank(s) x {r['threads']} thread(s): alone {r['alone_ms']:.1f} ms/step, "
+                  f"beside the other {r['beside_ms']:.1f} ms/step ({r['slowdown']:.2f}x)")
+
+
 def attention(rows):
     attention = [r for r in rows if r["bench"] == "attention"]
     if attention:
@@ -460,6 +469,7 @@ def main():
     rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
     single_process(rows)
     attention(rows)
+    beside(rows)
     quant(rows)
     plans(rows)
     overlap(rows)

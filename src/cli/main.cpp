@@ -18,6 +18,7 @@
 #include "cli/option_table.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/simulate_command.hpp"
+#include "cli/thread_wait_startup.hpp"
 #include "cli/train_command.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
 #include "core/error.hpp"
@@ -39,6 +40,7 @@ void hint_renamed_flags(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  strata::settle_thread_wait(argc, argv);  // may start this program again: first of all
   strata::route_stop_signals_to_a_watcher();  // before MPI, OpenMP or oneDNN make a thread
   strata::MpiRuntime mpi(&argc, &argv);
   const bool root = strata::MpiRuntime::world_rank() == 0;

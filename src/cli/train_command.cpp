@@ -31,6 +31,7 @@ namespace {
 struct TrainCommandState {
   TrainConfig config;
   std::string config_file;
+  std::string thread_wait = "auto";  // --thread-wait, acted on at start-up
   std::vector<OptionSpec> specs;
 };
 
@@ -133,6 +134,14 @@ void add_train_command(CLI::App& app) {
   train->add_option("--config", state->config_file, "TOML file of settings; keys are the flag names below")
       ->check(CLI::ExistingFile);
   register_options(*train, state->specs);
+  // Read at start-up, before the OpenMP runtime's threads exist (cli/thread_wait_startup); here it
+  // is only checked and documented.
+  train->add_option("--thread-wait", state->thread_wait,
+                    "how idle worker threads wait between parallel regions: spin, passive (sleep) or auto "
+                    "(passive where this job's threads or the work already running leave no core free for "
+                    "them; a set OMP_WAIT_POLICY or GOMP_SPINCOUNT wins)")
+      ->check(CLI::IsMember({"auto", "spin", "passive"}))
+      ->capture_default_str();
   train->callback([state, train]() { run_train(*state, *train); });
 }
 

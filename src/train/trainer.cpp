@@ -27,6 +27,7 @@
 #include "train/sampling.hpp"
 #include "train/output_policy.hpp"
 #include "core/stopwatch.hpp"
+#include "core/thread_wait.hpp"
 #include "train/builtin_corpus.hpp"
 #include "train/byte_tokenizer.hpp"
 #include "train/metrics_log.hpp"
@@ -180,6 +181,7 @@ void Trainer::resume(TrainingEngine& engine, Communicator& comm, std::ostream& o
 
 void Trainer::print_header(TrainingEngine& engine, std::ostream& out, const std::vector<std::string>& notes) const {
   fmt::print(out, "blas: {}\n", blas_description());
+  fmt::print(out, "threads: {}\n", loaded_wait_policy());
   fmt::print(out, "matmul: {}\n", cpu::matmul_description());
   fmt::print(out, "model: {} | L {} C {} heads {} vocab {} (padded {}) context {}\n", model_.name, model_.n_layer,
              model_.n_embd, model_.n_head, model_.vocab_size, model_.padded_vocab_size(), model_.context_length);
