@@ -24,19 +24,26 @@ inline float at(const float* x, Transpose t, int ld, int i, int j) {
   return t == Transpose::kNo ? x[static_cast<std::size_t>(i) * ld + j] : x[static_cast<std::size_t>(j) * ld + i];
 }
 
-// The stored block of op(X) (rows x cols as stored, leading dimension ld) rounded to bf16 values,
-// densely, into `out`; returns its leading dimension.
-int rounded_copy(std::vector<float>& out, const float* x, Transpose t, int rows_of_op, int cols_of_op, int ld) {
+// The stored block of op(X) (rows x cols as stored, leading dimension ld), each row passed through
+// convert_row(dst, src, cols) densely into `out`; returns its leading dimension.
+template <class T, class ConvertRow>
+int dense_copy(std::vector<float>& out, const T* x, Transpose t, int rows_of_op, int cols_of_op, int ld,
+               ConvertRow convert_row) {
   const int rows = t == Transpose::kNo ? rows_of_op : cols_of_op;
   const int cols = t == Transpose::kNo ? cols_of_op : rows_of_op;
   out.resize(static_cast<std::size_t>(rows) * cols);
   for (int r = 0; r < rows; ++r) {
-    const float* src = x + static_cast<std::size_t>(r) * ld;
-    float* dst = out.data() + static_cast<std::size_t>(r) * cols;
-#pragma omp simd
-    for (int j = 0; j < cols; ++j) dst[j] = from_bf16(to_bf16(src[j]));
+    convert_row(out.data() + static_cast<std::size_t>(r) * cols, x + static_cast<std::size_t>(r) * ld, cols);
   }
   return cols;
+}
+
+// dense_copy with each value rounded to bf16 (the emulated bf16 product's inputs).
+int rounded_copy(std::vector<float>& out, const float* x, Transpose t, int rows_of_op, int cols_of_op, int ld) {
+  return dense_copy(out, x, t, rows_of_op, cols_of_op, ld, [](float* dst, const float* src, int cols) {
+#pragma omp simd
+    for (int j = 0; j < cols; ++j) dst[j] = from_bf16(to_bf16(src[j]));
+  });
 }
 
 // One product by the reference loops or OpenBLAS, with bf16 inputs emulated.
@@ -56,17 +63,11 @@ void one_product(MatmulImpl impl, ComputeDType dtype, Transpose ta, Transpose tb
   }
 }
 
-// The stored block of X (rows x cols as stored, leading dimension ld) widened to fp32, densely;
-// returns its leading dimension.
+// dense_copy of bf16 values, widened to fp32.
 int widened_copy(std::vector<float>& out, const bf16* x, Transpose t, int rows_of_op, int cols_of_op, int ld) {
-  const int rows = t == Transpose::kNo ? rows_of_op : cols_of_op;
-  const int cols = t == Transpose::kNo ? cols_of_op : rows_of_op;
-  out.resize(static_cast<std::size_t>(rows) * cols);
-  for (int r = 0; r < rows; ++r) {
-    bf16_to_fp32_serial(out.data() + static_cast<std::size_t>(r) * cols, x + static_cast<std::size_t>(r) * ld,
-                        static_cast<std::size_t>(cols));
-  }
-  return cols;
+  return dense_copy(out, x, t, rows_of_op, cols_of_op, ld, [](float* dst, const bf16* src, int cols) {
+    bf16_to_fp32_serial(dst, src, static_cast<std::size_t>(cols));
+  });
 }
 
 }  // namespace
