@@ -3,6 +3,7 @@
 #pragma once
 
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 
 namespace strata {
@@ -34,5 +35,27 @@ inline float fast_exp(float x) {
 
 // tanh(x) = 1 - 2 / (1 + e^{2x}); absolute error about 1e-7, which is what GELU needs.
 inline float fast_tanh(float x) { return 1.0f - 2.0f / (1.0f + fast_exp(2.0f * x)); }
+
+// A loop whose body costs more than its loads (exp, tanh) over an array larger than the caches
+// outruns the hardware prefetcher: the same loop measured 2.5x slower streaming from memory than
+// over data already in L2. Such loops walk their array in chunks of kStreamChunk floats and ask
+// for the lines kStreamAhead floats ahead before each chunk.
+inline constexpr std::size_t kStreamChunk = 1024;
+inline constexpr std::size_t kStreamAhead = 4 * kStreamChunk;
+
+// Prefetches the chunk starting kStreamAhead floats after `begin`, clipped to `end`; `for_write`
+// asks for the lines in exclusive state, as a store to them will.
+inline void prefetch_stream_ahead(const float* begin, const float* end, bool for_write = false) {
+  constexpr std::size_t kLineFloats = 64 / sizeof(float);
+  const float* first = begin + kStreamAhead;
+  const float* last = first + kStreamChunk < end ? first + kStreamChunk : end;
+  for (const float* p = first; p < last; p += kLineFloats) {
+    if (for_write) {
+      __builtin_prefetch(p, 1);
+    } else {
+      __builtin_prefetch(p, 0);
+    }
+  }
+}
 
 }  // namespace strata

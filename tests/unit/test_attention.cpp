@@ -1,8 +1,9 @@
 // The fused causal attention (model/cpu/flash_attention) against the plain attention it replaces
 // (model/cpu/attention, which stores the T x T probabilities) and against PyTorch's
 // autograd in float64 (cases written by tests/reference/gpt_reference.py), for
-// every matmul implementation. Shapes: T = 1, T not a multiple of the 64-query tile, T past the
-// 256-key chunk (so the online softmax rescales), heads of size 16 to 128, batch 1 and 3.
+// every matmul implementation. Shapes: T = 1, T not a multiple of the 256-query tile and past it
+// (T = 300: a second tile whose diagonal chunks skip the rows before their first key), T past the
+// 64-key chunk (so the online softmax rescales), heads of size 16 to 128, batch 1 and 3.
 // Metric: max|a-b| / max|ref| per tensor. fp32: 1e-5 against the plain kernel (the same sums in
 // another order; a sum of k <= 300 terms moves by about sqrt(k) 2^-24 of its scale, ~1e-6) and
 // against float64. bf16: the fused kernel's error against fp32 must be no worse than the plain

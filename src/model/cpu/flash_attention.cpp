@@ -21,11 +21,14 @@ namespace strata::cpu {
 
 namespace {
 
-// 64 queries by up to 256 keys: the tile's scores, probabilities and output (~200 KB with the
-// backward's copies) stay in L2, and the diagonal chunk wastes at most half a 64 x 64 block.
-// kKeyChunk is a multiple of kQueryTile, so every chunk a tile meets has a visible key per row.
-constexpr int kQueryTile = 64;
-constexpr int kKeyChunk = 256;
+// Tall tiles against narrow chunks: oneDNN's bf16 kernel ran a 256 x 64 x 64 product 2-3x faster
+// than the 64 x 256 x 64 one of the same FLOPs (its blocking favours many rows and few columns),
+// and at these sizes the products are most of attention's time. A tile's scores, probabilities and
+// output (~200 KB with the backward's copies) stay in L2. A chunk on the diagonal is multiplied only
+// with the queries that see some of its keys (rows from its first key on), so every computed row has
+// a visible key and the masked waste is at most half a kKeyChunk square per chunk.
+constexpr int kQueryTile = 256;
+constexpr int kKeyChunk = 64;
 
 // A tile computed in fp32 as the next product's operand: itself in fp32 compute, its bf16 copy
 // (into `copy`) in bf16 compute.
@@ -49,15 +52,18 @@ void product(Transpose ta, Transpose tb, int m, int n, int k, float alpha, const
 }
 
 // The hs-wide column block of head h of x (rows of `ld`, starting at column `offset`), as dense
-// (B, NH, T, hs) rows in the compute element type.
+// (B, NH, T, hs) rows in the compute element type. It walks x's rows in order (each row's heads
+// scattered to their blocks): walking a head's rows instead reads 256 bytes every 3C floats, which
+// the hardware prefetcher does not follow, and the copies measured slower than the products.
 template <class E>
 void gather_heads(std::vector<E>& out, const float* x, int ld, int offset, int batch, int t, int heads, int hs) {
   out.resize(static_cast<std::size_t>(batch) * heads * t * hs);
-  const long lines = static_cast<long>(batch) * heads * t;
+  const long rows = static_cast<long>(batch) * t;
 #pragma omp parallel for schedule(static)
-  for (long line = 0; line < lines; ++line) {
-    const long b = line / (static_cast<long>(heads) * t), h = (line / t) % heads, i = line % t;
-    copy_row(out.data() + line * hs, x + (b * t + i) * ld + offset + h * hs, hs);
+  for (long row = 0; row < rows; ++row) {
+    const long b = row / t, i = row % t;
+    const float* from = x + row * ld + offset;
+    for (long h = 0; h < heads; ++h) copy_row(out.data() + ((b * heads + h) * t + i) * hs, from + h * hs, hs);
   }
 }
 
@@ -80,6 +86,10 @@ inline float row_max(const float* x, int n, float init) {
 
 // Keys of a chunk starting at c0 that query `row` (absolute) may see.
 inline int visible_keys(int row, int c0, int nc) { return std::clamp(row + 1 - c0, 0, nc); }
+
+// The first row of the tile starting at query r0 that sees a key of the chunk starting at c0 (the
+// query at c0 sees it, the ones before see nothing); 0 off the diagonal.
+inline int first_seeing_row(int r0, int c0) { return std::max(0, c0 - r0); }
 
 template <class E>
 void forward(float* out, float* lse, const float* qkv, int batch, int t, int c, int heads) {
@@ -116,10 +126,12 @@ void forward(float* out, float* lse, const float* qkv, int batch, int t, int c, 
       std::fill(l, l + br, 0.0f);
       for (int c0 = 0; c0 < n; c0 += kKeyChunk) {
         const int nc = std::min(kKeyChunk, n - c0);
-        product(Transpose::kNo, Transpose::kYes, br, nc, hs, scale, qi, hs, kb + static_cast<long>(c0) * hs, hs, 0.0f,
-                s.data(), nc);
-        for (int i = 0; i < br; ++i) {
-          float* srow = s.data() + static_cast<std::size_t>(i) * nc;
+        const int first = first_seeing_row(r0, c0);  // rows before it see none of the chunk
+        const int rows = br - first;
+        product(Transpose::kNo, Transpose::kYes, rows, nc, hs, scale, qi + static_cast<long>(first) * hs, hs,
+                kb + static_cast<long>(c0) * hs, hs, 0.0f, s.data(), nc);
+        for (int i = first; i < br; ++i) {
+          float* srow = s.data() + static_cast<std::size_t>(i - first) * nc;
           const int seen = visible_keys(r0 + i, c0, nc);
           const float mx = row_max(srow, seen, m[i]);
           float sum = 0.0f;
@@ -140,9 +152,10 @@ void forward(float* out, float* lse, const float* qkv, int batch, int t, int c, 
           l[i] += sum;
           m[i] = mx;
         }
-        const E* pe = as_operand(p, s.data(), static_cast<std::size_t>(br) * nc);
-        product(Transpose::kNo, Transpose::kNo, br, hs, nc, 1.0f, pe, nc, vb + static_cast<long>(c0) * hs, hs,
-                c0 == 0 ? 0.0f : 1.0f, o.data(), hs);
+        const E* pe = as_operand(p, s.data(), static_cast<std::size_t>(rows) * nc);
+        // The first chunk (c0 = 0) is seen by every row: it writes o whole, the later ones add.
+        product(Transpose::kNo, Transpose::kNo, rows, hs, nc, 1.0f, pe, nc, vb + static_cast<long>(c0) * hs, hs,
+                c0 == 0 ? 0.0f : 1.0f, o.data() + static_cast<std::size_t>(first) * hs, hs);
       }
       const long b = bh / heads, h = bh % heads;
       for (int i = 0; i < br; ++i) {
@@ -214,12 +227,16 @@ void backward(float* dqkv, const float* dout, const float* out, const float* qkv
           const int nc = std::min(kKeyChunk, n - c0);
           const E* kc = kb + static_cast<long>(c0) * hs;
           const E* vc = vb + static_cast<long>(c0) * hs;
-          product(Transpose::kNo, Transpose::kYes, br, nc, hs, scale, qi, hs, kc, hs, 0.0f, pr.data(), nc);
-          product(Transpose::kNo, Transpose::kYes, br, nc, hs, 1.0f, doi, hs, vc, hs, 0.0f, dp.data(), nc);
+          const int first = first_seeing_row(r0, c0);
+          const int rows = br - first;
+          const E* qs = qi + static_cast<long>(first) * hs;
+          const E* dos = doi + static_cast<long>(first) * hs;
+          product(Transpose::kNo, Transpose::kYes, rows, nc, hs, scale, qs, hs, kc, hs, 0.0f, pr.data(), nc);
+          product(Transpose::kNo, Transpose::kYes, rows, nc, hs, 1.0f, dos, hs, vc, hs, 0.0f, dp.data(), nc);
           // P from the saved log-sum-exp in place of the scores, dS = P (dP - D) in place of dP.
-          for (int i = 0; i < br; ++i) {
-            float* prow = pr.data() + static_cast<std::size_t>(i) * nc;
-            float* dsrow = dp.data() + static_cast<std::size_t>(i) * nc;
+          for (int i = first; i < br; ++i) {
+            float* prow = pr.data() + static_cast<std::size_t>(i - first) * nc;
+            float* dsrow = dp.data() + static_cast<std::size_t>(i - first) * nc;
             const int seen = visible_keys(r0 + i, c0, nc);
             const float row_lse = lse_i[i], row_d = d_i[i];
 #pragma omp simd
@@ -231,14 +248,15 @@ void backward(float* dqkv, const float* dout, const float* out, const float* qkv
             std::fill(prow + seen, prow + nc, 0.0f);
             std::fill(dsrow + seen, dsrow + nc, 0.0f);
           }
-          const E* pe = as_operand(pt, pr.data(), static_cast<std::size_t>(br) * nc);
-          const E* dse = as_operand(ds, dp.data(), static_cast<std::size_t>(br) * nc);
-          // dV_c += P^T dO_i, dQ_i += dS K_c / sqrt(hs), dK_c += dS^T Q_i / sqrt(hs)
-          product(Transpose::kYes, Transpose::kNo, nc, hs, br, 1.0f, pe, nc, doi, hs, 1.0f,
+          const E* pe = as_operand(pt, pr.data(), static_cast<std::size_t>(rows) * nc);
+          const E* dse = as_operand(ds, dp.data(), static_cast<std::size_t>(rows) * nc);
+          // dV_c += P^T dO_i, dQ_i += dS K_c / sqrt(hs), dK_c += dS^T Q_i / sqrt(hs); chunk 0 is
+          // seen by every row, so it writes dQ_i whole.
+          product(Transpose::kYes, Transpose::kNo, nc, hs, rows, 1.0f, pe, nc, dos, hs, 1.0f,
                   dv.data() + static_cast<long>(c0) * hs, hs);
-          product(Transpose::kNo, Transpose::kNo, br, hs, nc, scale, dse, nc, kc, hs, c0 == 0 ? 0.0f : 1.0f,
-                  dq.data(), hs);
-          product(Transpose::kYes, Transpose::kNo, nc, hs, br, scale, dse, nc, qi, hs, 1.0f,
+          product(Transpose::kNo, Transpose::kNo, rows, hs, nc, scale, dse, nc, kc, hs, c0 == 0 ? 0.0f : 1.0f,
+                  dq.data() + static_cast<std::size_t>(first) * hs, hs);
+          product(Transpose::kYes, Transpose::kNo, nc, hs, rows, scale, dse, nc, qs, hs, 1.0f,
                   dk.data() + static_cast<long>(c0) * hs, hs);
         }
         for (int i = 0; i < br; ++i) {

@@ -4,6 +4,7 @@
 
 #include "core/op_profile.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -37,8 +38,12 @@ void cross_entropy_backward(float* logits, const float* lse, const std::int32_t*
   for (int r = 0; r < rows; ++r) {
     float* row = logits + static_cast<std::size_t>(r) * padded_vocab;
     const float shift = lse[r];
+    for (int begin = 0; begin < vocab; begin += static_cast<int>(kStreamChunk)) {
+      const int end = std::min(vocab, begin + static_cast<int>(kStreamChunk));
+      prefetch_stream_ahead(row + begin, row + vocab, /*for_write=*/true);
 #pragma omp simd
-    for (int i = 0; i < vocab; ++i) row[i] = scale * fast_exp(row[i] - shift);
+      for (int i = begin; i < end; ++i) row[i] = scale * fast_exp(row[i] - shift);
+    }
     for (int i = vocab; i < padded_vocab; ++i) row[i] = 0.0f;
     row[targets[r]] -= scale;
   }
