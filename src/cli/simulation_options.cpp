@@ -30,10 +30,11 @@ void add_simulation_options(CLI::App& c, SimulationFlags& f) {
   c.add_option("--dtype", f.dtype, "f32 or bf16 working weights and gradients (default: the cluster's)")->group("model");
   c.add_option("--overlap", f.overlap, "1: collectives on the communication stream as the engine runs them; 0: inline")
       ->capture_default_str()->group("executor");
-  c.add_flag("--activation-checkpointing", f.activation_checkpointing,
-             "price recomputation: blocks keep only their input and redo their forward in backward (the engine "
-             "itself stores every activation)")
-      ->group("executor");
+  c.add_option("--activation-checkpointing", f.activation_checkpointing,
+               "none; blocks: every block keeps only its input and redoes its forward before its backward (a "
+               "recompute op of the schedule, as strata train --activation-checkpointing runs it); every:K: "
+               "blocks 0, K, 2K, ... do")
+      ->capture_default_str()->group("executor");
   c.add_option("--max-live-bytes", f.max_live_bytes, "bound on gathered-but-not-released bytes, e.g. 4GiB (0: none)")
       ->capture_default_str()->group("executor");
   c.add_option("--engine", f.engine,
@@ -147,7 +148,7 @@ SimulationInputs simulation_inputs(const SimulationFlags& f, const ClusterModel&
   in.weight_dtype = in.grad_dtype = dtype == "bf16" ? DType::kBF16 : DType::kF32;
   STRATA_REQUIRE(f.overlap == 0 || f.overlap == 1, "--overlap must be 0 or 1 (got {})", f.overlap);
   in.overlap = f.overlap == 1;
-  in.activation_checkpointing = f.activation_checkpointing;
+  in.activation_checkpointing = parse_activation_checkpointing(f.activation_checkpointing);
   in.max_live_bytes = static_cast<std::uint64_t>(parse_byte_size(f.max_live_bytes, "--max-live-bytes"));
   return in;
 }
@@ -174,7 +175,9 @@ std::string describe_model(const SimulationInputs& in, int ranks) {
                      in.model.name, static_cast<double>(in.model.parameter_count()) / 1e9, in.model.n_layer,
                      in.model.n_embd, in.model.n_head, in.seq_len, in.micro_batch, in.grad_accum, ranks,
                      static_cast<long long>(in.micro_batch) * in.grad_accum * ranks, dtype_name(in.weight_dtype),
-                     in.activation_checkpointing ? ", activation checkpointing" : "");
+                     in.activation_checkpointing.enabled()
+                         ? ", activation checkpointing " + activation_checkpointing_name(in.activation_checkpointing)
+                         : std::string());
 }
 
 void run_single_process(const std::function<void()>& body) {

@@ -19,7 +19,7 @@ struct SimulationFlags {
   int grad_accum = 0;
   std::string dtype;  // empty: the cluster's
   int overlap = 1;
-  bool activation_checkpointing = false;
+  std::string activation_checkpointing = "none";  // none, blocks or every:K
   std::string max_live_bytes = "0";
   std::string engine = "strata";  // engine profiles (sim/engine_profile), comma-separated for simulate
 };

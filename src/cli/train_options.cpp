@@ -80,6 +80,12 @@ std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
        "updated-weights gather finishes under the next step's forward (waited for just before that unit's first "
        "gather); 0: both run at the step boundary, each waited for at once",
        &c.boundary_overlap},
+      {"activation-checkpointing", "parallel",
+       "none; blocks: every transformer block keeps only its input in forward and recomputes the rest just "
+       "before its backward (on the weights its backward gathers, so zero3 gathers a block once for both; the "
+       "gradients are bit for bit those without it, for about one more forward of time); every:K: block 0, K, "
+       "2K, ... do",
+       &c.activation_checkpointing},
       {"report", "parallel", "measure one step, print the plan's memory and traffic report, and stop", &c.report},
 
       {"seed", "run", "seed of the weight initialisation", &c.seed},

@@ -12,8 +12,9 @@
 
 namespace strata {
 
-LocalEngine::LocalEngine(const GptConfig& config, int batch, int seq_len, std::uint64_t seed)
-    : gpt_(config, batch, seq_len),
+LocalEngine::LocalEngine(const GptConfig& config, int batch, int seq_len, std::uint64_t seed,
+                         ActivationCheckpointing checkpointing)
+    : gpt_(config, batch, seq_len, checkpointing),
       params_(gpt_.layout()),
       grads_(gpt_.layout()),
       m_(gpt_.layout()),

@@ -14,7 +14,8 @@ namespace strata {
 
 class LocalEngine final : public TrainingEngine {
  public:
-  LocalEngine(const GptConfig& config, int batch, int seq_len, std::uint64_t seed);
+  LocalEngine(const GptConfig& config, int batch, int seq_len, std::uint64_t seed,
+              ActivationCheckpointing checkpointing = {});
 
   const ModelLayout& layout() const { return gpt_.layout(); }
   Gpt& gpt() { return gpt_; }
@@ -39,7 +40,12 @@ class LocalEngine final : public TrainingEngine {
   void load_state(const StateSource& reader) override;
   CheckpointRun checkpoint_run() const override;
   UnitBuffers whole_weights() override;
-  std::string description() const override { return "single-process reference"; }
+  std::string description() const override {
+    return gpt_.checkpointing().enabled()
+               ? "single-process reference | activation checkpointing " +
+                     activation_checkpointing_name(gpt_.checkpointing())
+               : "single-process reference";
+  }
 
  private:
   // Each unit's bf16 working copy under --compute-dtype bf16 (empty otherwise), remade from the

@@ -67,6 +67,7 @@ nlohmann::json plan_report(const PlanReportInputs& in) {
                             {"ideal_seconds_at_bandwidth", bandwidth > 0 ? per_step / bandwidth : 0.0}});
   }
   r["flops_per_step"] = counts.forward_flops + counts.backward_flops;
+  r["recompute_flops_per_step"] = counts.recompute_flops;  // hardware FLOPs beyond the model's
   const LevelTraffic control = meter.control();
   r["control"] = {{"schedule_calls_per_step", counts.control_calls}, {"measured_calls", control.calls},
                   {"measured_bytes", control.bytes_sent}};

@@ -14,7 +14,7 @@ namespace strata {
 
 ShardedEngine::ShardedEngine(const GptConfig& config, int batch, int seq_len, std::uint64_t seed, Communicator& comm,
                              ShardedEngineOptions options)
-    : comm_(comm), options_(std::move(options)), gpt_(config, batch, seq_len) {
+    : comm_(comm), options_(std::move(options)), gpt_(config, batch, seq_len, options_.activation_checkpointing) {
   STRATA_REQUIRE(options_.weight_dtype == DType::kF32 || options_.weight_dtype == DType::kBF16,
                  "working weights must be fp32 or bf16");
   STRATA_REQUIRE(options_.grad_dtype == DType::kF32 || options_.grad_dtype == DType::kBF16,

@@ -65,6 +65,11 @@ void ShardedEngine::compute(const ScheduleOp& op, const OpContext& x) {
     }
     return;
   }
+  if (op.kind == OpKind::kRecompute) {
+    STRATA_CHECK(op.stage == ComputeStage::kBlock, "a recompute of stage {}: only blocks recompute", static_cast<int>(op.stage));
+    gpt_.block_recompute(op.layer, w(0));
+    return;
+  }
   switch (op.stage) {
     case ComputeStage::kHead: gpt_.head_backward(w(0).f32, w(1), g(0), g(1), x.loss_scale); break;
     case ComputeStage::kBlock: gpt_.block_backward(op.layer, w(0), g(0)); break;
@@ -95,7 +100,8 @@ void ShardedEngine::local(const ScheduleOp& op, OpContext& x) {
       }
       compute(op, x);
       return;
-    case OpKind::kBackward: compute(op, x); return;
+    case OpKind::kBackward:
+    case OpKind::kRecompute: compute(op, x); return;
     case OpKind::kOptimizerStep: {
       UnitShard& u = shard(op.unit);
       const OpScope scope(Op::kOptimizer, adamw_bytes_per_element(false) * static_cast<double>(u.optim_len));

@@ -42,10 +42,13 @@ std::string ShardedEngine::description() const {
   const Topology& t = comm_.topology();
   const std::string bound =
       options_.max_live_bytes == 0 ? "" : fmt::format(" (at most {} gathered bytes)", options_.max_live_bytes);
-  return fmt::format("sharded | topology {} | plan {}: {} | {} | prefetch {}{} | overlap {} | boundary overlap {}",
+  const std::string recompute =
+      options_.activation_checkpointing.enabled()
+          ? " | activation checkpointing " + activation_checkpointing_name(options_.activation_checkpointing)
+          : std::string();
+  return fmt::format("sharded | topology {} | plan {}: {} | {} | prefetch {}{} | overlap {} | boundary overlap {}{}",
                      t.to_string(), options_.plan.name, options_.plan.describe(t), dtype_name(options_.weight_dtype),
-                     options_.prefetch, bound, overlap_mode(),
-                     options_.boundary_overlap ? "on" : "off");
+                     options_.prefetch, bound, overlap_mode(), options_.boundary_overlap ? "on" : "off", recompute);
 }
 
 std::string ShardedEngine::timeline_json() const { return timeline().dump(); }

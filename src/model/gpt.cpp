@@ -49,14 +49,34 @@ ActivationBytes Gpt::activation_bytes(const GptConfig& config, int batch, int se
   return a;
 }
 
-std::uint64_t Gpt::allocated_activation_bytes() const {
+void Gpt::BlockActivations::allocate(std::size_t tokens, std::size_t channels, std::size_t attention_rows) {
+  ln1 = AlignedBuffer<float>(tokens * channels);
+  ln1_mean = AlignedBuffer<float>(tokens);
+  ln1_rstd = AlignedBuffer<float>(tokens);
+  qkv = AlignedBuffer<float>(tokens * 3 * channels);
+  atty = AlignedBuffer<float>(tokens * channels);
+  lse = AlignedBuffer<float>(attention_rows);
+  residual2 = AlignedBuffer<float>(tokens * channels);
+  ln2 = AlignedBuffer<float>(tokens * channels);
+  ln2_mean = AlignedBuffer<float>(tokens);
+  ln2_rstd = AlignedBuffer<float>(tokens);
+  fch = AlignedBuffer<float>(tokens * 4 * channels);
+  fch_gelu = AlignedBuffer<float>(tokens * 4 * channels);
+}
+
+std::uint64_t Gpt::BlockActivations::floats() const {
   std::uint64_t n = 0;
-  for (const LayerActivations& a : layers_) {
-    for (const AlignedBuffer<float>* b : {&a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.qkv, &a.atty, &a.lse, &a.residual2, &a.ln2,
-                                          &a.ln2_mean, &a.ln2_rstd, &a.fch, &a.fch_gelu, &a.output}) {
-      n += b->size();
-    }
+  for (const AlignedBuffer<float>* b :
+       {&ln1, &ln1_mean, &ln1_rstd, &qkv, &atty, &lse, &residual2, &ln2, &ln2_mean, &ln2_rstd, &fch, &fch_gelu}) {
+    n += b->size();
   }
+  return n;
+}
+
+std::uint64_t Gpt::allocated_activation_bytes() const {
+  std::uint64_t n = recomputed_.floats();
+  for (const BlockActivations& a : layers_) n += a.floats();
+  for (const AlignedBuffer<float>& o : outputs_) n += o.size();
   for (const AlignedBuffer<float>* b : {&encoded_, &lnf_, &lnf_mean_, &lnf_rstd_, &logits_, &lse_, &losses_, &proj_,
                                         &dresidual_, &dln_, &datty_, &dqkv_, &dfch_}) {
     n += b->size();
@@ -64,34 +84,25 @@ std::uint64_t Gpt::allocated_activation_bytes() const {
   return n * sizeof(float);
 }
 
-Gpt::Gpt(const GptConfig& config, int batch, int seq_len) : layout_(config), batch_(batch), seq_len_(seq_len) {
+Gpt::Gpt(const GptConfig& config, int batch, int seq_len, ActivationCheckpointing checkpointing)
+    : layout_(config), batch_(batch), seq_len_(seq_len), checkpointing_(checkpointing) {
   STRATA_REQUIRE(batch >= 1, "batch size must be at least 1 (got {})", batch);
   STRATA_REQUIRE(seq_len >= 1 && seq_len <= config.context_length,
                  "sequence length {} must be between 1 and the model's context length {}", seq_len,
                  config.context_length);
   const std::size_t bt = tokens_per_batch();
   const std::size_t c = config.n_embd;
-  const std::size_t nh = config.n_head;
-  const std::size_t t = seq_len;
+  const std::size_t attention_rows = static_cast<std::size_t>(batch) * config.n_head * seq_len;
   tokens_.resize(bt);
   targets_.resize(bt);
   encoded_ = AlignedBuffer<float>(bt * c);
   layers_.resize(config.n_layer);
-  for (auto& a : layers_) {
-    a.ln1 = AlignedBuffer<float>(bt * c);
-    a.ln1_mean = AlignedBuffer<float>(bt);
-    a.ln1_rstd = AlignedBuffer<float>(bt);
-    a.qkv = AlignedBuffer<float>(bt * 3 * c);
-    a.atty = AlignedBuffer<float>(bt * c);
-    a.lse = AlignedBuffer<float>(static_cast<std::size_t>(batch) * nh * t);
-    a.residual2 = AlignedBuffer<float>(bt * c);
-    a.ln2 = AlignedBuffer<float>(bt * c);
-    a.ln2_mean = AlignedBuffer<float>(bt);
-    a.ln2_rstd = AlignedBuffer<float>(bt);
-    a.fch = AlignedBuffer<float>(bt * 4 * c);
-    a.fch_gelu = AlignedBuffer<float>(bt * 4 * c);
-    a.output = AlignedBuffer<float>(bt * c);
+  outputs_.resize(config.n_layer);
+  for (int l = 0; l < config.n_layer; ++l) {
+    if (!checkpointing_.recomputes(l)) layers_[static_cast<std::size_t>(l)].allocate(bt, c, attention_rows);
+    outputs_[static_cast<std::size_t>(l)] = AlignedBuffer<float>(bt * c);
   }
+  if (checkpointing_.recomputed_blocks(config.n_layer) > 0) recomputed_.allocate(bt, c, attention_rows);
   lnf_ = AlignedBuffer<float>(bt * c);
   lnf_mean_ = AlignedBuffer<float>(bt);
   lnf_rstd_ = AlignedBuffer<float>(bt);
@@ -107,7 +118,11 @@ Gpt::Gpt(const GptConfig& config, int batch, int seq_len) : layout_(config), bat
 }
 
 const float* Gpt::layer_input(int layer) const {
-  return layer == 0 ? encoded_.data() : layers_[static_cast<std::size_t>(layer - 1)].output.data();
+  return layer == 0 ? encoded_.data() : outputs_[static_cast<std::size_t>(layer - 1)].data();
+}
+
+Gpt::BlockActivations& Gpt::activations(int layer) {
+  return checkpointing_.recomputes(layer) ? recomputed_ : layers_[static_cast<std::size_t>(layer)];
 }
 
 void Gpt::embedding_forward(const float* embedding_unit, std::span<const std::int32_t> tokens) {
@@ -118,13 +133,20 @@ void Gpt::embedding_forward(const float* embedding_unit, std::span<const std::in
   cpu::embedding_forward(encoded_.data(), tokens_.data(), e.wte, e.wpe, batch_, seq_len_, config().n_embd);
 }
 
-void Gpt::block_forward(int layer, UnitWeights block_unit) {
+void Gpt::block_forward(int layer, UnitWeights block_unit) { run_block_forward(layer, block_unit, true); }
+
+void Gpt::block_recompute(int layer, UnitWeights block_unit) {
+  STRATA_CHECK(checkpointing_.recomputes(layer), "block {} keeps its activations: nothing to recompute", layer);
+  run_block_forward(layer, block_unit, false);  // the output is kept, and the next block's backward is done
+}
+
+void Gpt::run_block_forward(int layer, UnitWeights block_unit, bool write_output) {
   const int bt = static_cast<int>(tokens_per_batch());
   const int c = config().n_embd;
   const auto& unit = layout_.unit(layout_.block_unit(layer));
   const auto w = block_view(unit, block_unit.f32);
   const auto w16 = block_bf16(unit, block_unit.bf16_copy);
-  LayerActivations& a = layers_[static_cast<std::size_t>(layer)];
+  BlockActivations& a = activations(layer);
   const float* x = layer_input(layer);
 
   cpu::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w.ln1_w, w.ln1_b, bt, c);
@@ -136,8 +158,10 @@ void Gpt::block_forward(int layer, UnitWeights block_unit) {
                          w.ln2_b, bt, c);
   cpu::matmul_forward(a.fch.data(), a.ln2.data(), w.fc_w, w.fc_b, bt, c, 4 * c, w16.fc_w);
   cpu::gelu_forward(a.fch_gelu.data(), a.fch.data(), a.fch.size());
+  if (!write_output) return;  // fc_proj's output is not a saved activation: the backward needs only its input
   cpu::matmul_forward(proj_.data(), a.fch_gelu.data(), w.fc_proj_w, w.fc_proj_b, bt, 4 * c, c, w16.fc_proj_w);
-  cpu::add(a.output.data(), a.residual2.data(), proj_.data(), a.output.size());
+  AlignedBuffer<float>& out = outputs_[static_cast<std::size_t>(layer)];
+  cpu::add(out.data(), a.residual2.data(), proj_.data(), out.size());
 }
 
 float Gpt::head_forward(const float* final_norm_unit, UnitWeights embedding_unit, std::span<const std::int32_t> targets) {
@@ -193,7 +217,7 @@ void Gpt::block_backward(int layer, UnitWeights block_unit, UnitGrad block_grad)
   const auto w16 = block_bf16(unit, block_unit.bf16_copy);
   const auto g = block_view(unit, block_grad.values);
   const GradWrite write = block_grad.write;
-  LayerActivations& a = layers_[static_cast<std::size_t>(layer)];
+  BlockActivations& a = activations(layer);
   const float* x = layer_input(layer);
   float* dres = dresidual_.data();  // d(output) on entry, d(input) on exit
 
@@ -240,6 +264,7 @@ void Gpt::backward(const UnitBuffers& params, UnitBuffers& grads, float loss_sca
   head_backward(params.unit(layout_.final_norm_unit()), weights(ModelLayout::kEmbeddingUnit),
                 grad(layout_.final_norm_unit()), grad(ModelLayout::kEmbeddingUnit), loss_scale);
   for (int l = config().n_layer - 1; l >= 0; --l) {
+    if (checkpointing_.recomputes(l)) block_recompute(l, weights(layout_.block_unit(l)));
     block_backward(l, weights(layout_.block_unit(l)), grad(layout_.block_unit(l)));
   }
   embedding_backward(grads.unit(ModelLayout::kEmbeddingUnit));

@@ -9,6 +9,7 @@
 
 #include "core/aligned_buffer.hpp"
 #include "core/bf16.hpp"
+#include "model/activation_checkpointing.hpp"
 #include "model/cpu/grad_write.hpp"
 #include "model/gpt_config.hpp"
 #include "model/parameter_layout.hpp"
@@ -17,13 +18,22 @@
 namespace strata {
 
 // Bytes of the activations and scratch a Gpt of one shape holds (fp32), in closed form: what a
-// simulator charges for a model it cannot allocate. per_layer is one block's stored activations;
-// rest is the embedding output, the head (logits included) and the scratch shared by the blocks.
+// simulator charges for a model it cannot allocate. per_layer is one block's stored activations
+// (its output, the next block's input, included); rest is the embedding output, the head (logits
+// included) and the scratch shared by the blocks.
 struct ActivationBytes {
   std::uint64_t per_layer = 0;
   std::uint64_t rest = 0;
-  std::uint64_t layer_input = 0;  // one block's input (what recomputation would keep per block)
+  std::uint64_t layer_input = 0;  // one block's input: all a recomputed block keeps
   std::uint64_t total(int n_layer) const { return per_layer * static_cast<std::uint64_t>(n_layer) + rest; }
+  // With recomputation: every block keeps its output; the blocks that keep their activations keep
+  // the rest of them, and the recomputed ones share one set, which each backward refills.
+  std::uint64_t total(int n_layer, const ActivationCheckpointing& c) const {
+    const auto recomputed = static_cast<std::uint64_t>(c.recomputed_blocks(n_layer));
+    const std::uint64_t kept = static_cast<std::uint64_t>(n_layer) - recomputed;
+    const std::uint64_t internals = per_layer - layer_input;
+    return layer_input * static_cast<std::uint64_t>(n_layer) + internals * (kept + (recomputed > 0 ? 1 : 0)) + rest;
+  }
 };
 
 // A unit's weights as the matrix products read them: the fp32 buffer, and where the engine holds
@@ -52,17 +62,23 @@ class Gpt {
   // What this object allocated (its activations and scratch, tokens excluded).
   std::uint64_t allocated_activation_bytes() const;
 
-  Gpt(const GptConfig& config, int batch, int seq_len);
+  // `checkpointing` names the blocks whose activations are not kept: their backward must follow a
+  // block_recompute (the whole-model backward below does that itself).
+  Gpt(const GptConfig& config, int batch, int seq_len, ActivationCheckpointing checkpointing = {});
 
   const GptConfig& config() const { return layout_.config(); }
   const ModelLayout& layout() const { return layout_; }
   int batch() const { return batch_; }
   int seq_len() const { return seq_len_; }
+  const ActivationCheckpointing& checkpointing() const { return checkpointing_; }
   std::size_t tokens_per_batch() const { return static_cast<std::size_t>(batch_) * seq_len_; }
 
   // Forward, in order: embedding, blocks 0..L-1, head. Pointers are a unit's full flat buffer.
   void embedding_forward(const float* embedding_unit, std::span<const std::int32_t> tokens);
   void block_forward(int layer, UnitWeights block_unit);
+  // A recomputed block's forward again, from its kept input, refilling the activations its
+  // backward reads (the same kernels on the same inputs: the same bits as the first forward).
+  void block_recompute(int layer, UnitWeights block_unit);
   // Final norm, tied LM head and cross-entropy; returns the mean loss over the batch.
   float head_forward(const float* final_norm_unit, UnitWeights embedding_unit, std::span<const std::int32_t> targets);
 
@@ -90,12 +106,18 @@ class Gpt {
   const float* logits() const { return logits_.data(); }
 
  private:
-  struct LayerActivations {
+  // What a block's backward reads besides its input; its output (the next block's input) is kept
+  // apart, since every block keeps that.
+  struct BlockActivations {
     AlignedBuffer<float> ln1, ln1_mean, ln1_rstd, qkv, atty, lse, residual2, ln2, ln2_mean, ln2_rstd, fch,
-        fch_gelu, output;
+        fch_gelu;
+    void allocate(std::size_t tokens, std::size_t channels, std::size_t attention_rows);
+    std::uint64_t floats() const;
   };
 
   const float* layer_input(int layer) const;
+  BlockActivations& activations(int layer);
+  void run_block_forward(int layer, UnitWeights block_unit, bool write_output);
 
   ModelLayout layout_;
   int batch_;
@@ -103,7 +125,10 @@ class Gpt {
   std::vector<std::int32_t> tokens_;
   std::vector<std::int32_t> targets_;
   AlignedBuffer<float> encoded_;
-  std::vector<LayerActivations> layers_;
+  ActivationCheckpointing checkpointing_;
+  std::vector<BlockActivations> layers_;  // empty for the recomputed blocks
+  BlockActivations recomputed_;           // shared by the recomputed blocks (empty without any)
+  std::vector<AlignedBuffer<float>> outputs_;
   AlignedBuffer<float> lnf_, lnf_mean_, lnf_rstd_, logits_, lse_, losses_;
   // Scratch shared by all layers.
   AlignedBuffer<float> proj_, dresidual_, dln_, datty_, dqkv_, dfch_;

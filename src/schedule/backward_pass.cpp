@@ -1,5 +1,6 @@
 // The builder's backward pass: blocks in reverse, each gathered (from the hpZ copy where the plan
-// keeps one) ahead of its compute; each unit's gradient reduce-scattered while the next unit's
+// keeps one) ahead of its compute, a recomputed block's forward redone between its gather and its
+// backward; each unit's gradient reduce-scattered while the next unit's
 // backward runs, its wait accumulating into the gradient shard.
 #include "schedule/schedule_builder.hpp"
 
@@ -55,7 +56,11 @@ void ScheduleBuilder::backward_pass(int micro) {
     issue_through(micro, is, i, false);
     const int wait = gather_wait(micro, u, is.starts[i][0]);
     if (in_.prefetch > 0) issue_through(micro, is, i, true);
-    const int bwd = compute(OpKind::kBackward, micro, ComputeStage::kBlock, l, {u}, {u}, {wait});
+    // A recomputed block redoes its forward on the weights its backward gathered: one gather for both.
+    const int ready = in_.activation_checkpointing.recomputes(l)
+                          ? compute(OpKind::kRecompute, micro, ComputeStage::kBlock, l, {u}, {}, {wait})
+                          : wait;
+    const int bwd = compute(OpKind::kBackward, micro, ComputeStage::kBlock, l, {u}, {u}, {ready});
     reduce_scatter_waits(micro);  // those started before this compute
     release(micro, u, {bwd});
     reduce_scatter_start(micro, u, bwd);

@@ -43,6 +43,7 @@ void CountingExecutor::execute(const ScheduleOp& op, OpContext& /*context: nothi
   }
   if (op.kind == OpKind::kForward) counts_.forward_flops += op.flops;
   if (op.kind == OpKind::kBackward) counts_.backward_flops += op.flops;
+  if (op.kind == OpKind::kRecompute) counts_.recompute_flops += op.flops;
   for (const BufferEffect& b : op.free) ledger_.free(b);
 }
 

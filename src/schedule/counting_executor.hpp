@@ -23,6 +23,7 @@ struct ScheduleCounts {
   std::uint64_t control_bytes = 0;
   double forward_flops = 0.0;
   double backward_flops = 0.0;
+  double recompute_flops = 0.0;  // hardware FLOPs beyond the model's: the recomputed forwards
   std::uint64_t peak_live_bytes = 0;                  // all scheduled buffers together
   std::array<std::uint64_t, kBuffers> peak_by_kind{};  // each kind on its own
 

@@ -34,6 +34,7 @@ const OpKindInfo& op_kind_info(OpKind kind) {
   static const OpKindInfo release = info("release", OpSync::kLocal, OpKind::kForward, {}, {kGathered});
   static const OpKindInfo forward = info("forward", OpSync::kLocal);
   static const OpKindInfo backward = info("backward", OpSync::kLocal, OpKind::kForward, {kUnitGradBuffer});
+  static const OpKindInfo recompute = info("recompute", OpSync::kLocal);
   static const OpKindInfo loss_reduce = info("loss_reduce", OpSync::kBlocking);
   static const OpKindInfo rs_start = info("reduce_scatter_start", OpSync::kStart, OpKind::kReduceScatterWait);
   static const OpKindInfo rs_wait =
@@ -57,6 +58,7 @@ const OpKindInfo& op_kind_info(OpKind kind) {
     case OpKind::kRelease: return release;
     case OpKind::kForward: return forward;
     case OpKind::kBackward: return backward;
+    case OpKind::kRecompute: return recompute;
     case OpKind::kLossReduce: return loss_reduce;
     case OpKind::kReduceScatterStart: return rs_start;
     case OpKind::kReduceScatterWait: return rs_wait;
@@ -77,8 +79,8 @@ const OpKindInfo& op_kind_info(OpKind kind) {
 std::string op_kind_name(OpKind kind) { return op_kind_info(kind).name; }
 
 bool is_transient(Resource r) {
-  return r == Resource::kSecondary || r == Resource::kGathered || r == Resource::kUnitGrad || r == Resource::kLoss ||
-         r == Resource::kNorm || r == Resource::kStopFlag;
+  return r == Resource::kSecondary || r == Resource::kGathered || r == Resource::kUnitGrad ||
+         r == Resource::kBlockActivations || r == Resource::kLoss || r == Resource::kNorm || r == Resource::kStopFlag;
 }
 
 std::string resource_name(const StepSchedule& s, Resource r, int unit) {
@@ -93,6 +95,7 @@ std::string resource_name(const StepSchedule& s, Resource r, int unit) {
     case Resource::kGradShard: return "the gradient shard" + of;
     case Resource::kOptimizer: return "the optimizer slice" + of;
     case Resource::kActivations: return "the activations";
+    case Resource::kBlockActivations: return "the saved activations" + of;
     case Resource::kLoss: return "the micro-batch loss";
     case Resource::kNorm: return "the gradient norm";
     case Resource::kStopFlag: return "the stop request";
@@ -144,11 +147,23 @@ std::vector<Access> op_accesses(const StepSchedule& s, const ScheduleOp& op) {
     case OpKind::kRelease: a.push_back({Resource::kGathered, op.unit, false, true, After::kReleased}); break;
     case OpKind::kForward:
     case OpKind::kBackward:
+    case OpKind::kRecompute: {
       for (int u : op.weight_units) a.push_back({Resource::kGathered, u, true, false});
       a.push_back({Resource::kActivations, -1, true, true});
       if (op.kind == OpKind::kForward && op.stage == ComputeStage::kHead) a.push_back({Resource::kLoss, -1, false, true});
       for (int u : op.grad_units) a.push_back({gradient_resource(s), u, !writes_gradient_whole(s, op, u), true});
+      if (op.stage != ComputeStage::kBlock) break;
+      // A block's saved activations: its forward writes them (released at once where the block
+      // is recomputed), its recompute writes them again, its backward reads them last.
+      const Access saved = op.kind == OpKind::kBackward
+                               ? Access{Resource::kBlockActivations, op.unit, true, true, After::kReleased}
+                               : Access{Resource::kBlockActivations, op.unit, false, true,
+                                        op.kind == OpKind::kForward && s.activation_checkpointing.recomputes(op.layer)
+                                            ? After::kReleased
+                                            : After::kValid};
+      a.push_back(saved);
       break;
+    }
     case OpKind::kLossReduce: a.push_back({Resource::kLoss, -1, true, false}); break;
     case OpKind::kReduceScatterStart: a.push_back({Resource::kUnitGrad, op.unit, true, false}); break;
     case OpKind::kReduceScatterWait:

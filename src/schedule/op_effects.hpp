@@ -33,7 +33,8 @@ struct OpKindInfo {
 const OpKindInfo& op_kind_info(OpKind kind);
 inline constexpr OpKind kAllOpKinds[] = {
     OpKind::kGatherStart,       OpKind::kGatherWait,         OpKind::kKeepSecondary, OpKind::kRelease,
-    OpKind::kForward,           OpKind::kBackward,           OpKind::kLossReduce,    OpKind::kReduceScatterStart,
+    OpKind::kForward,           OpKind::kBackward,           OpKind::kRecompute,     OpKind::kLossReduce,
+    OpKind::kReduceScatterStart,
     OpKind::kReduceScatterWait, OpKind::kReplicaReduceScatterStart, OpKind::kReplicaReduceScatterWait,
     OpKind::kReplicaAllReduceStart, OpKind::kReplicaAllReduceWait, OpKind::kGradNorm, OpKind::kOptimizerStep,
     OpKind::kGatherUpdatedStart, OpKind::kGatherUpdatedWait, OpKind::kInvalidateSecondaries, OpKind::kAgreeStop,
@@ -42,10 +43,13 @@ inline constexpr std::size_t kOpKindCount = std::size(kAllOpKinds);
 static_assert(static_cast<std::size_t>(OpKind::kAgreeStop) + 1 == kOpKindCount, "kAllOpKinds lists every op kind");
 
 // The data an op can touch. Transient ones (a gathered copy, a secondary copy, a unit gradient,
-// the loss, the norm, the stop flag) must be produced inside the list before they are read; the
-// rest is state that lives across steps.
+// a block's activations, the loss, the norm, the stop flag) must be produced inside the list before
+// they are read; the rest is state that lives across steps. kActivations is the residual stream
+// every compute op reads and writes; kBlockActivations is what one block's backward reads, which
+// its forward leaves released when the block is recomputed, and its recompute makes valid.
 enum class Resource {
-  kPrimary, kSecondary, kGathered, kUnitGrad, kGradShard, kOptimizer, kActivations, kLoss, kNorm, kStopFlag
+  kPrimary, kSecondary, kGathered, kUnitGrad, kGradShard, kOptimizer, kActivations, kBlockActivations, kLoss, kNorm,
+  kStopFlag
 };
 bool is_transient(Resource r);
 std::string resource_name(const StepSchedule& s, Resource r, int unit);

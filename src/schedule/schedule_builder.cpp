@@ -18,6 +18,7 @@ ScheduleBuilder::ScheduleBuilder(const ScheduleInputs& in)
   s_.unit_count = static_cast<int>(lay.unit_count());
   for (const auto& u : lay.units()) s_.unit_names.push_back(u.name);
   s_.grads_partitioned = plan_.grads != kReplicated;
+  s_.activation_checkpointing = in_.activation_checkpointing;
   overlap_ = in_.boundary_overlap && in_.mode == ScheduleMode::kTrain;
   units_.assign(static_cast<std::size_t>(s_.unit_count), UnitTimeline{});
   // The list is run once per step: its first step waits for the updates the previous run of it
@@ -342,6 +343,11 @@ int ScheduleBuilder::compute(OpKind kind, int micro, ComputeStage stage, int lay
   op.stage = stage;
   op.layer = layer;
   op.flops = stage_flops(stage, op.unit, kind == OpKind::kBackward ? 2.0 : 1.0);
+  if (kind == OpKind::kRecompute) {
+    // The recompute stops before the MLP's output product: the backward reads only its input.
+    const double c = in_.layout->config().n_embd;
+    op.flops -= 2.0 * 4.0 * c * c * static_cast<double>(in_.tokens_per_micro);
+  }
   op.deps = std::move(deps);
   op.deps.push_back(last_compute_);  // one compute stream and one activation store
   if (kind == OpKind::kForward && stage == ComputeStage::kHead) op.deps.push_back(last_loss_reduce_);  // one loss slot

@@ -13,6 +13,7 @@
 #include "comm/collective_spec.hpp"
 #include "comm/traffic_meter.hpp"
 #include "core/dtype.hpp"
+#include "model/activation_checkpointing.hpp"
 #include "model/parameter_layout.hpp"
 #include "plan/shard_plan.hpp"
 #include "topo/topology.hpp"
@@ -26,6 +27,7 @@ enum class OpKind {
   kRelease,              // drop the gathered copy
   kForward,              // compute
   kBackward,             // compute
+  kRecompute,            // a recomputed block's forward again, just before its backward (same gathered weights)
   kLossReduce,           // control sum of the micro-batch's loss over every rank
   kReduceScatterStart,   // begin reducing a unit's gradient over the gradient levels
   kReduceScatterWait,    // the reduced piece is in; accumulate it into the fp32 gradient shard
@@ -125,6 +127,9 @@ struct StepOptions {
   // gradient is in, and its updated-weights gather is waited for by the next step's first gather
   // of it. Off: both run at the boundary, start and wait together.
   bool boundary_overlap = true;
+  // The blocks that keep only their input in forward and recompute the rest in backward (a
+  // kRecompute op before their backward, on the backward gather's weights).
+  ActivationCheckpointing activation_checkpointing;
 };
 
 // What the builder needs: the step's settings (one StepOptions, never copied field by field), the
@@ -151,6 +156,7 @@ struct StepSchedule {
   std::vector<std::string> unit_names;
   int unit_count = 0;
   bool grads_partitioned = false;  // backward writes unit gradient buffers (else the shard in place)
+  ActivationCheckpointing activation_checkpointing;  // which blocks' forward leaves no activations
 };
 
 StepSchedule build_step_schedule(const ScheduleInputs& in);

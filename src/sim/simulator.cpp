@@ -100,7 +100,8 @@ class SimulatingExecutor final : public OpExecutor {
         return cost_.memory_seconds(static_cast<double>(bytes) * (1.0 + 4.0 / dtype_size(in_.weight_dtype)));
       }
       case OpKind::kForward:
-      case OpKind::kBackward: return compute_seconds(op);
+      case OpKind::kBackward:
+      case OpKind::kRecompute: return compute_seconds(op);
       // The reduced piece is added into the fp32 gradient shard: read two, write one.
       case OpKind::kReduceScatterWait:
         return cost_.memory_seconds(12.0 * grad_shard(op.unit) * bucket_share(op));
@@ -120,14 +121,7 @@ class SimulatingExecutor final : public OpExecutor {
     const double tokens = static_cast<double>(in_.micro_batch) * in_.seq_len;
     // The lookup and its scatter-add move rows of the two tables; they have no matrix FLOPs.
     if (op.stage == ComputeStage::kEmbedding) return cost_.memory_seconds(12.0 * tokens * m.n_embd);
-    double seconds = cost_.compute_seconds(op, tokens);
-    if (in_.activation_checkpointing && op.kind == OpKind::kBackward && op.stage == ComputeStage::kBlock) {
-      ScheduleOp forward = op;
-      forward.kind = OpKind::kForward;
-      forward.flops = op.flops / 2.0;  // backward is priced at twice the forward's FLOPs
-      seconds += cost_.compute_seconds(forward, tokens);
-    }
-    return seconds;
+    return cost_.compute_seconds(op, tokens);
   }
 
   std::string name(const ScheduleOp& op) const {
@@ -222,6 +216,7 @@ SimulationResult replay_schedule(const StepSchedule& schedule, const SimulationI
   r.exposed_seconds = second.exposed - first.exposed;
   r.counts = counter.counts();
   r.model_flops = r.counts.forward_flops + r.counts.backward_flops;
+  r.hardware_flops = r.model_flops + r.counts.recompute_flops;
   r.spans = sim.take_spans();
   for (const ResidentState& s : schedule.resident) {
     if (s.state == "weights") r.memory.weights = s.bytes;
@@ -233,9 +228,7 @@ SimulationResult replay_schedule(const StepSchedule& schedule, const SimulationI
   r.memory.unit_grads = r.counts.peak_by_kind[static_cast<std::size_t>(BufferKind::kUnitGrad)];
   r.memory.scheduled_peak = r.counts.peak_live_bytes;
   const ActivationBytes a = Gpt::activation_bytes(in.model, in.micro_batch, in.seq_len);
-  r.memory.activations = in.activation_checkpointing
-                             ? a.layer_input * static_cast<std::uint64_t>(in.model.n_layer) + a.per_layer + a.rest
-                             : a.total(in.model.n_layer);
+  r.memory.activations = a.total(in.model.n_layer, in.activation_checkpointing);
   return r;
 }
 

@@ -27,10 +27,6 @@ struct SimulationInputs : StepOptions {
   int micro_batch = 1;  // sequences per rank per micro-batch
   int seq_len = 0;      // 0: the model's context length
   bool overlap = true;
-  // Price recomputation: each block's backward runs its forward again, and a block keeps only
-  // its input between forward and backward (plus one block's working set). The engine stores
-  // every activation; this answers what recomputation would change.
-  bool activation_checkpointing = false;
   bool record_timeline = false;
 };
 
@@ -49,6 +45,7 @@ struct SimulationResult {
   double communication_seconds = 0.0;  // busy time of the communication stream
   double exposed_seconds = 0.0;        // compute waiting for communication
   double model_flops = 0.0;            // per device per step (6N + attention per token; no recompute)
+  double hardware_flops = 0.0;         // model_flops plus the recomputed forwards
   double tflops_per_device() const { return step_seconds > 0 ? model_flops / step_seconds / 1e12 : 0.0; }
   ScheduleCounts counts;  // bytes and calls per phase and level, from the counting executor
   SimulatedMemory memory;

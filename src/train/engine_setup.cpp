@@ -84,7 +84,8 @@ void require_memory_fits(const TrainConfig& config, std::uint64_t states, const 
   if (available == 0) return;
   const GptConfig model = config.model_config();
   const int seq = config.resolved_seq_len();
-  const std::uint64_t activations = Gpt::activation_bytes(model, config.batch_size, seq).total(model.n_layer);
+  const std::uint64_t activations = Gpt::activation_bytes(model, config.batch_size, seq)
+                                        .total(model.n_layer, parse_activation_checkpointing(config.activation_checkpointing));
   // The built-in corpus is generated as text, then held as 4-byte tokens.
   const std::uint64_t corpus = config.data == "builtin" ? static_cast<std::uint64_t>(config.builtin_bytes) * 5 : 0;
   const double total = static_cast<double>(states) + static_cast<double>(activations) + static_cast<double>(corpus);
@@ -135,6 +136,7 @@ EngineSetup plan_engine(const TrainConfig& config, int world) {
   o.overlap = config.overlap != "off" && config.overlap != "0";
   o.tune_overlap = config.overlap == "auto";
   o.boundary_overlap = config.boundary_overlap != 0;
+  o.activation_checkpointing = parse_activation_checkpointing(config.activation_checkpointing);
   o.record_timeline = !config.timeline.empty();
   o.fail_rank = fail_rank;
   o.fail_step = fail_step;
@@ -159,7 +161,8 @@ void connect_engine(EngineSetup& setup, const TrainConfig& config, const Communi
   const auto seed = static_cast<std::uint64_t>(config.seed);
   if (!setup.sharded()) {
     setup.comm = std::make_unique<LocalCommunicator>();
-    setup.engine = std::make_unique<LocalEngine>(model, config.batch_size, config.resolved_seq_len(), seed);
+    setup.engine = std::make_unique<LocalEngine>(model, config.batch_size, config.resolved_seq_len(), seed,
+                                                 parse_activation_checkpointing(config.activation_checkpointing));
     return;
   }
   STRATA_REQUIRE(make_comm, "the sharding engine needs MPI; run it through the strata command (mpirun -np N strata "

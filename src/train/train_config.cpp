@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/path_checks.hpp"
+#include "model/activation_checkpointing.hpp"
 #include "model/cpu/gemm.hpp"
 #include "train/pretrained_weights.hpp"
 
@@ -135,6 +136,7 @@ void TrainConfig::validate() const {
                  "overlap must be auto, on (1) or off (0) (got '{}')", overlap);
   STRATA_REQUIRE(boundary_overlap == 0 || boundary_overlap == 1, "boundary-overlap must be 0 or 1 (got {})",
                  boundary_overlap);
+  parse_activation_checkpointing(activation_checkpointing);  // refuses a malformed setting with the forms
   STRATA_REQUIRE(std::isfinite(collective_timeout) && collective_timeout >= 0.0 && collective_timeout <= 1e6,
                  "collective-timeout must be between 0 (no watchdog) and 1e6 seconds (got {})", collective_timeout);
   STRATA_REQUIRE(stop_after >= 0, "stop-after must not be negative (got {})", stop_after);

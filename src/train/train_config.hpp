@@ -48,6 +48,7 @@ struct TrainConfig {
   std::int64_t max_live_bytes = 0;  // bound on gathered-but-not-released weight bytes (0: none)
   std::string overlap = "auto";   // on (1), off (0), or auto: the faster of the two, measured in the first steps
   int boundary_overlap = 1;       // 1: the step boundary's collectives overlap the last backward and the next forward
+  std::string activation_checkpointing = "none";  // none, blocks, or every:K: blocks that recompute in backward
   std::string timeline;           // Chrome trace of the run's ops and collectives (empty: none)
   bool report = false;            // print the plan report from the schedule and stop, no step run
 

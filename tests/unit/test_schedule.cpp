@@ -60,7 +60,8 @@ std::vector<std::string> plans_for(const Topology& t) {
 
 StepSchedule build(const ModelLayout& layout, const Topology& t, const std::string& plan, int accum, int prefetch,
                    int steps = 1, DType dtype = DType::kF32, ScheduleMode mode = ScheduleMode::kTrain,
-                   std::uint64_t max_live_bytes = 0, bool boundary_overlap = true) {
+                   std::uint64_t max_live_bytes = 0, bool boundary_overlap = true,
+                   ActivationCheckpointing checkpointing = {}) {
   ScheduleInputs in;
   in.layout = &layout;
   in.topology = &t;
@@ -74,6 +75,7 @@ StepSchedule build(const ModelLayout& layout, const Topology& t, const std::stri
   in.prefetch = prefetch;
   in.max_live_bytes = max_live_bytes;
   in.boundary_overlap = boundary_overlap;
+  in.activation_checkpointing = checkpointing;
   return build_step_schedule(in);
 }
 
@@ -143,6 +145,69 @@ TEST(ScheduleValidator, AcceptsEveryScheduleTheBuilderMakes) {
     }
   }
   EXPECT_GT(checked, 500);
+}
+
+TEST(ScheduleValidator, AcceptsRecomputeSchedulesWithOneGatherPerBackward) {
+  for (const Case& c : kTopologies) {
+    const Topology t = resolve_topology(c.topology, c.world);
+    for (const auto& plan : plans_for(t)) {
+      for (const int every : {1, 2}) {
+        for (const int accum : {1, 3}) {
+          const ActivationCheckpointing ck{every};
+          const StepSchedule s = build(tiny(), t, plan, accum, true, 2, DType::kF32, ScheduleMode::kTrain, 0, true, ck);
+          const ScheduleCheck check = validate_schedule(s);
+          EXPECT_TRUE(check.ok()) << c.topology << " " << plan << " every:" << every << all_problems(check);
+          const StepSchedule plain = build(tiny(), t, plan, accum, true, 2);
+          int recomputes = 0;
+          for (std::size_t i = 0; i < s.ops.size(); ++i) {
+            const ScheduleOp& op = s.ops[i];
+            if (op.kind != OpKind::kRecompute) continue;
+            ++recomputes;
+            EXPECT_TRUE(ck.recomputes(op.layer));
+            // Straight after its backward gather's wait, straight before its backward.
+            const ScheduleOp& next = s.ops[i + 1];
+            EXPECT_EQ(next.kind, OpKind::kBackward);
+            EXPECT_EQ(next.layer, op.layer);
+          }
+          EXPECT_EQ(recomputes, 2 * accum * ck.recomputed_blocks(tiny().config().n_layer));
+          // The recompute adds no collective: the same gathers and bytes as without it.
+          const Topology& top = t;
+          EXPECT_EQ(count_schedule(s, top).bytes, count_schedule(plain, top).bytes) << plan;
+        }
+      }
+    }
+  }
+}
+
+TEST(ScheduleValidator, RefusesARecomputePlacedAfterItsBackward) {
+  const Topology t = Topology::parse("gcd:2,gpu:2,node:2", 8);
+  StepSchedule s = build(tiny(), t, "zero3", 1, true, 1, DType::kF32, ScheduleMode::kTrain, 0, true,
+                         ActivationCheckpointing{1});
+  ASSERT_TRUE(validate_schedule(s).ok()) << all_problems(validate_schedule(s));
+  const int block = static_cast<int>(tiny().block_unit(0));
+  const int rec = find_op(s, OpKind::kRecompute, block, 0, 0);
+  const int bwd = find_op(s, OpKind::kBackward, block, 0, 0);
+  ASSERT_GE(rec, 0);
+  ASSERT_EQ(bwd, rec + 1);
+  // Swap them with consistent dependencies: the backward now depends on what the recompute did
+  // (the gather's wait), and the recompute on the backward.
+  ScheduleOp& r = s.ops[static_cast<std::size_t>(rec)];
+  ScheduleOp& b = s.ops[static_cast<std::size_t>(bwd)];
+  std::vector<int> backward_deps = r.deps;
+  for (int d : b.deps) {
+    if (d != rec) backward_deps.push_back(d);
+  }
+  b.deps = backward_deps;
+  r.deps.push_back(rec);  // the backward, at rec once swapped
+  std::swap(r, b);
+  for (std::size_t i = static_cast<std::size_t>(bwd) + 1; i < s.ops.size(); ++i) {
+    for (int& d : s.ops[i].deps) d = d == rec ? bwd : d == bwd ? rec : d;
+  }
+  const ScheduleCheck check = validate_schedule(s);
+  EXPECT_FALSE(check.ok());
+  EXPECT_TRUE(mentions(check, "reads the saved activations of " + tiny().unit(static_cast<std::size_t>(block)).name))
+      << all_problems(check);
+  EXPECT_TRUE(mentions(check, "released it")) << all_problems(check);
 }
 
 TEST(ScheduleValidator, EveryMicroBatchIsInTheListWithItsCollectives) {
