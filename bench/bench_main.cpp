@@ -20,6 +20,7 @@
 #include "bench/bench_quant.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
 #include "core/aligned_buffer.hpp"
+#include "core/large_allocations.hpp"
 #include "core/blas.hpp"
 #include "core/op_profile.hpp"
 #include "core/rng.hpp"
@@ -177,6 +178,7 @@ nlohmann::json bench_sample(const std::string& model, int tokens, bool cache) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  strata::map_large_allocations();  // as strata itself runs
   strata::MpiRuntime mpi(&argc, &argv);
   CLI::App app{"strata_bench: one measurement per call, printed as a JSON line"};
   app.require_subcommand(1);

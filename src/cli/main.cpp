@@ -22,6 +22,7 @@
 #include "cli/train_command.hpp"
 #include "comm/mpi/mpi_runtime.hpp"
 #include "core/error.hpp"
+#include "core/large_allocations.hpp"
 
 namespace {
 
@@ -42,6 +43,7 @@ void hint_renamed_flags(int argc, char** argv) {
 int main(int argc, char** argv) {
   strata::settle_thread_wait(argc, argv);  // may start this program again: first of all
   strata::route_stop_signals_to_a_watcher();  // before MPI, OpenMP or oneDNN make a thread
+  strata::map_large_allocations();  // the footprint follows the schedule's buffers
   strata::MpiRuntime mpi(&argc, &argv);
   const bool root = strata::MpiRuntime::world_rank() == 0;
   CLI::App app{"strata: sharded data-parallel training of GPT models, partitioned along the machine's "

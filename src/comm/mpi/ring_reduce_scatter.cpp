@@ -2,7 +2,7 @@
 #include "comm/mpi/ring_reduce_scatter.hpp"
 
 #include <cstring>
-#include <vector>
+#include <memory>
 
 #include "comm/mpi/mpi_check.hpp"
 #include "comm/mpi/mpi_watchdog.hpp"
@@ -32,8 +32,13 @@ class RingReduceScatter final : public CommRequest {
       std::memcpy(recv_, send_, piece_bytes_);
       return;
     }
-    partial_[0].resize(piece_bytes_);
-    partial_[1].resize(piece_bytes_);
+    // The last round receives into the result itself, so a ring of two needs no buffer of its own
+    // and a longer one two pieces (the partial in flight and the one being sent), uninitialised:
+    // a 154 MB unit's pieces zero-filled at every reduction were a transient the memory model
+    // did not know.
+    if (size_ > 2) {
+      for (auto& p : partial_) p = std::make_unique_for_overwrite<unsigned char[]>(piece_bytes_);
+    }
     post(1);
   }
   RingReduceScatter(const RingReduceScatter&) = delete;
@@ -52,14 +57,14 @@ class RingReduceScatter final : public CommRequest {
             [&] { mpi_check(MPI_Waitall(2, requests_, MPI_STATUSES_IGNORE), what_); });
       }
       const int k = round_;
-      unsigned char* received = partial_[k & 1].data();
       // The received partial is of piece c - k - 1; this rank adds its own contribution.
       const unsigned char* own = piece(position_ - k - 1);
       const auto n = static_cast<std::size_t>(count_);
       if (k == size_ - 1) {
-        add_elements(received, own, recv_, n, type_);
+        add_elements(recv_, own, recv_, n, type_);  // the last partial arrived in the result
         round_ = 0;
       } else {
+        unsigned char* received = partial_[k & 1].get();
         add_elements(received, own, received, n, type_);
         post(k + 1);
       }
@@ -74,9 +79,10 @@ class RingReduceScatter final : public CommRequest {
 
   void post(int k) {
     round_ = k;
-    const void* outgoing = k == 1 ? piece(position_ - 1) : partial_[(k - 1) & 1].data();
+    const void* outgoing = k == 1 ? piece(position_ - 1) : partial_[(k - 1) & 1].get();
+    void* incoming = k == size_ - 1 ? recv_ : partial_[k & 1].get();
     const int right = (position_ + 1) % size_, left = (position_ + size_ - 1) % size_;
-    mpi_check(MPI_Irecv(partial_[k & 1].data(), count_, mpi_type_, left, kRingTag, comm_, &requests_[0]), what_);
+    mpi_check(MPI_Irecv(incoming, count_, mpi_type_, left, kRingTag, comm_, &requests_[0]), what_);
     mpi_check(MPI_Isend(outgoing, count_, mpi_type_, right, kRingTag, comm_, &requests_[1]), what_);
   }
 
@@ -91,7 +97,7 @@ class RingReduceScatter final : public CommRequest {
   std::size_t piece_bytes_;
   int size_ = 1, position_ = 0;
   int round_ = 0;  // the round in flight; 0: done
-  std::vector<unsigned char> partial_[2];
+  std::unique_ptr<unsigned char[]> partial_[2];  // rings of more than two only
   MPI_Request requests_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
 };
 
