@@ -1,6 +1,10 @@
 // The allocator setting for large buffers.
 #include "core/large_allocations.hpp"
 
+// Any C library header defines __GLIBC__ (through <features.h>): without one included first the
+// test below was false and the threshold was never set.
+#include <cstdlib>
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
