@@ -43,6 +43,9 @@ void print_calibration(const Calibration& c, const std::string& path) {
     }
     fmt::print("memory bandwidth (streaming add, every rank at once): {:.4g} GB/s per rank\n",
                c.cluster.device.memory_bandwidth / 1e9);
+    fmt::print("process memory beyond the engine's (program, MPI, threads, allocator; the memory model's fixed "
+               "part): {}\n",
+               format_bytes(c.cluster.device.process_bytes));
     fmt::print("compute rate by tokens per micro-batch (a whole pass, against the calibrated shape's):");
     for (const DeviceModel::RatePoint& p : c.cluster.device.rate_by_tokens) fmt::print(" {:g}: {:.3g};", p.tokens, p.factor);
     fmt::print("\n");

@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "cli/simulation_options.hpp"
@@ -23,13 +25,91 @@ struct PlanState {
   std::string memory = "";
   std::string prefetch = "1,2";
   int top = 5;
+  bool largest = false;
+  int n_embd = 0;  // --largest over layer counts at this width (0: over the model presets)
 };
+
+// --largest: per preset plan and recomputation setting, the largest model preset (or, with
+// --n-embd, layer count at that width) whose predicted peak fits the budget.
+void run_largest(const PlanState& st, const ClusterModel& cluster, const Topology& topology, double limit) {
+  STRATA_REQUIRE(limit > 0.0, "--largest needs a memory budget: give --memory-per-device (cluster '{}' states no "
+                 "device memory)", cluster.name);
+  const SimulationInputs base = simulation_inputs(st.flags, cluster, topology.world_size());
+  std::vector<GptConfig> models;
+  if (st.n_embd > 0) {
+    STRATA_REQUIRE(st.n_embd % 64 == 0, "--n-embd must be a multiple of 64 (heads of 64; got {})", st.n_embd);
+  } else {
+    for (const std::string& name : GptConfig::preset_names()) models.push_back(GptConfig::preset(name));
+    std::stable_sort(models.begin(), models.end(),
+                     [](const GptConfig& a, const GptConfig& b) { return a.parameter_count() < b.parameter_count(); });
+  }
+  auto shaped = [&](int layers) {
+    GptConfig m = base.model;
+    m.name = fmt::format("L{}-C{}", layers, st.n_embd);
+    m.n_layer = layers;
+    m.n_embd = st.n_embd;
+    m.n_head = st.n_embd / 64;
+    return m;
+  };
+  auto need = [&](const ShardPlan& plan, const std::string& recompute, const GptConfig& model) {
+    SimulationInputs in = base;
+    in.model = model;
+    in.seq_len = std::min(base.seq_len, model.context_length);
+    in.plan = plan;
+    in.activation_checkpointing = parse_activation_checkpointing(recompute);
+    return simulate(in, topology, cluster.device, cluster.curves()).memory;
+  };
+  fmt::print("{}\nbudget {} per device on {} ({} ranks), micro-batch {} x {} tokens, {}\n\n", describe_cluster(cluster),
+             format_bytes(limit), topology.to_string(), topology.world_size(), base.micro_batch, base.seq_len,
+             dtype_name(base.weight_dtype));
+  fmt::print("{:<8} {:<10} {:<16} {:>12} {:>14}  {}\n", "plan", "recompute", "largest", "parameters", "predicted", "next");
+  for (const std::string& name : ShardPlan::preset_names()) {
+    const ShardPlan plan = resolve_plan(ShardPlan::preset(name, topology), topology).plan;
+    for (const std::string recompute : {"none", "blocks"}) {
+      std::optional<GptConfig> best;
+      SimulatedMemory best_memory;
+      std::string next = "-";
+      if (st.n_embd > 0) {
+        // The peak grows with the layer count: the largest that fits, by bisection.
+        int lo = 0, hi = 1;
+        while (hi <= 4096 && need(plan, recompute, shaped(hi)).total() <= limit) lo = hi, hi *= 2;
+        while (hi - lo > 1) {
+          const int mid = (lo + hi) / 2;
+          (need(plan, recompute, shaped(mid)).total() <= limit ? lo : hi) = mid;
+        }
+        if (lo > 0) best = shaped(lo), best_memory = need(plan, recompute, *best);
+        next = fmt::format("{} layers need {}", lo + 1,
+                           format_bytes(static_cast<double>(need(plan, recompute, shaped(lo + 1)).total())));
+      } else {
+        for (const GptConfig& m : models) {
+          const SimulatedMemory mem = need(plan, recompute, m);
+          if (mem.total() <= limit) {
+            best = m, best_memory = mem;
+          } else {
+            next = fmt::format("{} needs {}", m.name, format_bytes(static_cast<double>(mem.total())));
+            break;
+          }
+        }
+      }
+      fmt::print("{:<8} {:<10} {:<16} {:>12} {:>14}  {}\n", name, recompute, best ? best->name : "none fits",
+                 best ? fmt::format("{:.4g}M", static_cast<double>(best->parameter_count()) / 1e6) : "-",
+                 best ? format_bytes(static_cast<double>(best_memory.total())) : "-", next);
+    }
+  }
+  fmt::print("\npredicted peak per device: resident shards + the schedule's buffers + collective staging + "
+             "activations + the process's fixed part (strata simulate prints each)\n");
+}
 
 void run_plan(const PlanState& st) {
   const ClusterModel cluster = ClusterModel::load(st.flags.cluster);
   STRATA_REQUIRE(st.nodes >= 1, "--nodes must be at least 1 (got {})", st.nodes);
   STRATA_REQUIRE(st.top >= 1, "--top must be at least 1 (got {})", st.top);
   const Topology topology = cluster.topology(st.nodes);
+  if (st.largest) {
+    run_largest(st, cluster, topology,
+                st.memory.empty() ? cluster.device.memory_bytes : parse_byte_size(st.memory, "--memory-per-device"));
+    return;
+  }
   PlannerInputs in;
   in.base = simulation_inputs(st.flags, cluster, topology.world_size());
   in.prefetch_depths = parse_int_list(st.prefetch, "--prefetch");
@@ -101,6 +181,14 @@ void add_plan_command(CLI::App& app) {
       ->group("cluster");
   c->add_option("--prefetch", st->prefetch, "prefetch depths to try, comma-separated")->capture_default_str()->group("executor");
   c->add_option("--top", st->top, "how many plans to print")->capture_default_str()->group("output");
+  c->add_flag("--largest", st->largest,
+              "instead of ranking plans for --model: for each preset plan, with and without activation "
+              "recomputation, the largest model preset whose predicted peak fits the memory budget")
+      ->group("output");
+  c->add_option("--n-embd", st->n_embd,
+                "with --largest: search the layer count at this width (heads of 64; --model gives the vocabulary "
+                "and context) instead of the presets")
+      ->group("output");
   c->callback([st]() { run_single_process([&] { run_plan(*st); }); });
 }
 

@@ -103,15 +103,19 @@ void run_simulate(const SimulateState& st) {
              "second against the plan's first node count ({} node{}).\n",
              per, node_counts.front(), node_counts.front() == 1 ? "" : "s");
 
-  fmt::print("\nmemory per device (GB): resident shards, then the schedule's peaks (each on its own), activations\n");
-  fmt::print("{:<9} {:<28} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9}\n", "engine", "plan", "nodes", "weights",
-             "grads", "optimizer", "gathered", "secondary", "unit grads", "activations", "total");
+  fmt::print("\nmemory per device (GB): resident shards, the schedule's peaks (each kind on its own, then together), "
+             "collective staging's peak, activations, the process's fixed part; the total counts the schedule's buffers "
+             "and the staging at their joint peak\n");
+  fmt::print("{:<9} {:<28} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9}\n", "engine", "plan",
+             "nodes", "weights", "grads", "optimizer", "gathered", "secondary", "unit grads", "schedule", "staging",
+             "activations", "process", "total");
   for (const Row& row : rows) {
     const SimulatedMemory& m = row.r.memory;
-    fmt::print("{:<9} {:<28} {:>5} {:>9.4g} {:>9.4g} {:>9.4g} {:>9.4g} {:>9.4g} {:>9.4g} {:>11.4g} {:>9.4g}\n", row.engine,
-               row.plan, row.nodes,
-               gb(m.weights), gb(m.grads), gb(m.optimizer), gb(m.gathered), gb(m.secondary), gb(m.unit_grads),
-               gb(m.activations), gb(m.total()));
+    fmt::print("{:<9} {:<28} {:>5} {:>9.4g} {:>9.4g} {:>9.4g} {:>9.4g} {:>9.4g} {:>9.4g} {:>9.4g} {:>9.4g} {:>11.4g} {:>9.4g} "
+               "{:>9.4g}\n",
+               row.engine, row.plan, row.nodes, gb(m.weights), gb(m.grads), gb(m.optimizer), gb(m.gathered),
+               gb(m.secondary), gb(m.unit_grads), gb(m.scheduled), gb(m.staging), gb(m.activations), gb(m.fixed),
+               gb(m.total()));
   }
 
   const Topology names = cluster.topology(node_counts.front());

@@ -70,23 +70,6 @@ std::vector<std::string> parse_engine_list(const std::string& text) {
   return engines;
 }
 
-double parse_byte_size(const std::string& text, const std::string& what) {
-  struct Unit { const char* suffix; double scale; };
-  constexpr Unit kUnits[] = {{"TiB", 1099511627776.0}, {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0},
-                             {"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"kB", 1e3}, {"B", 1.0}, {"", 1.0}};
-  for (const Unit& u : kUnits) {
-    const std::string suffix = u.suffix;
-    if (text.size() < suffix.size() || text.compare(text.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
-    const std::string number = text.substr(0, text.size() - suffix.size());
-    double value = 0.0;
-    const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-    if (number.empty() || ec != std::errc() || ptr != number.data() + number.size()) break;
-    STRATA_REQUIRE(std::isfinite(value) && value >= 0.0, "{} must be a finite size of at least 0 (got '{}')", what, text);
-    return value * u.scale;
-  }
-  fail("{} must be a size such as 64GB, 64GiB or 1.5e9 (got '{}')", what, text);
-}
-
 std::vector<int> parse_int_list(const std::string& text, const std::string& what, int minimum) {
   std::vector<int> values;
   for (const std::string& item : split_on(text, ',')) {

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/format_units.hpp"
+
 #include "sim/simulator.hpp"
 
 namespace strata {
@@ -29,8 +31,6 @@ void add_simulation_options(CLI::App& command, SimulationFlags& flags);
 // Everything but the plan and the prefetch depth, for a run on `ranks` ranks.
 SimulationInputs simulation_inputs(const SimulationFlags& flags, const ClusterModel& cluster, int ranks);
 
-// "64GB", "64GiB", "512MiB", "1.5e9", "0"; refuses anything else with a sentence naming `what`.
-double parse_byte_size(const std::string& text, const std::string& what);
 // "strata,deepspeed": each a known engine profile, none twice.
 std::vector<std::string> parse_engine_list(const std::string& text);
 // "1,2,4,8"; each a positive integer.

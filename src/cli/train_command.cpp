@@ -21,6 +21,7 @@
 #include "comm/mpi/topology_detection.hpp"
 #include "comm/mpi/mpi_watchdog.hpp"
 #include "core/error.hpp"
+#include "train/auto_plan.hpp"
 #include "train/engine_setup.hpp"
 #include "train/trainer.hpp"
 
@@ -94,12 +95,29 @@ void run_train(TrainCommandState& state, const CLI::App& command) {
     // Collective: only once every rank has said "auto" alike. The levels found stand in the
     // resolved configuration (and the checkpoint) as the explicit spec a user could give.
     if (state.config.topology == "auto") found_notes = find_topology(state.config);
-    setup = plan_engine(state.config, world);
+    const int ranks_here = MpiRuntime::ranks_on_this_host();
+    if (state.config.plan == "auto" && state.config.memory_budget.empty() && world > 1) {
+      // The default budget follows each host's available memory: the ranks take the smallest,
+      // so all choose the same plan.
+      double budget = -default_memory_budget(ranks_here);
+      job.all_reduce_control(&budget, 1, 0, 0, ControlOp::kMax);
+      state.config.memory_budget = fmt::format("{:.0f}", -budget);
+    }
+    setup = plan_engine(state.config, world, ranks_here);
     trainer = std::make_unique<Trainer>(state.config, job.rank(), world);
   } catch (const std::exception& e) {
     problem = e.what();
   }
   exit_if_any_failed(job, problem, kExitUsage);
+  if (world > 1 && setup.sharded()) {
+    // Every rank chose its plan alone (--plan auto): they must have chosen the same one.
+    const std::string chosen = setup.options.plan.spec(*setup.topology);
+    if (!all_equal(job, XXH3_64bits(chosen.data(), chosen.size()))) {
+      problem = fmt::format("rank {} chose plan {}, and rank 0 {}: every rank must run the same plan", job.rank(), chosen,
+                            text_of_rank0(job, chosen));
+    }
+    exit_if_any_failed(job, problem, kExitUsage);
+  }
   setup.notes.insert(setup.notes.begin(), found_notes.begin(), found_notes.end());
   if (job.rank() == 0) {
     fmt::print("resolved configuration (TOML, reusable with --config):\n{}\n", options_as_toml(state.specs));

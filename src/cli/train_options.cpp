@@ -58,7 +58,8 @@ std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
        "reduction), mics, hier3, or weights=L,grads=L,optim=L,secondary=L with L a level name, world or none; "
        "a preset or list may add quant_weights=int8|int4|none, quant_grads=int4|int8|none, "
        "quant_backward=auto|on|off, quant_weights_block=N (default 256), quant_grads_block=N (default 64), "
-       "quant_block=N (both) or quant=none (auto: one process runs the plain reference, more run hier3)",
+       "quant_block=N (both) or quant=none (auto: one process runs the plain reference; more rank every valid plan by "
+       "the simulated step on --cluster and take the fastest whose predicted peak fits --memory-budget)",
        &c.plan},
       {"dtype", "parallel", "working weights and communicated gradients: fp32 or bf16 (master and Adam stay fp32)",
        &c.dtype},
@@ -86,6 +87,14 @@ std::vector<OptionSpec> train_option_specs(TrainConfig& c) {
        "gradients are bit for bit those without it, for about one more forward of time); every:K: block 0, K, "
        "2K, ... do",
        &c.activation_checkpointing},
+      {"cluster", "parallel",
+       "the machine the memory model and --plan auto read: a cluster preset (" + ClusterModel::preset_list() +
+           ") or a file strata calibrate wrote; its device's process_bytes is the fixed part of the predicted peak",
+       &c.cluster},
+      {"memory-budget", "parallel",
+       "memory each rank may hold, for --plan auto, e.g. 2.5GB or 3GiB (empty: the host's available memory divided "
+       "among its ranks, less 10%); ranks must agree",
+       &c.memory_budget},
       {"report", "parallel", "measure one step, print the plan's memory and traffic report, and stop", &c.report},
 
       {"seed", "run", "seed of the weight initialisation", &c.seed},

@@ -125,4 +125,18 @@ CheckpointRun LocalEngine::checkpoint_run() const {
   return run;
 }
 
+MemoryPrediction LocalEngine::predicted_memory(std::uint64_t fixed) const {
+  return predict_reference_memory(layout().config(), gpt_.batch(), gpt_.seq_len(), gpt_.checkpointing(),
+                                  cpu::matmul_settings().dtype == cpu::ComputeDType::kBF16, fixed);
+}
+
+std::uint64_t LocalEngine::allocated_peak_bytes() const {
+  std::uint64_t bytes = gpt_.allocated_activation_bytes();
+  for (const UnitBuffers* b : {&params_, &grads_, &m_, &v_}) {
+    for (std::size_t u = 0; u < b->size(); ++u) bytes += b->buffer(u).size() * sizeof(float);
+  }
+  for (const AlignedBuffer<bf16>& w : working_bf16_) bytes += w.size() * sizeof(bf16);
+  return bytes;
+}
+
 }  // namespace strata

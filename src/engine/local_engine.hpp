@@ -40,6 +40,8 @@ class LocalEngine final : public TrainingEngine {
   void load_state(const StateSource& reader) override;
   CheckpointRun checkpoint_run() const override;
   UnitBuffers whole_weights() override;
+  MemoryPrediction predicted_memory(std::uint64_t fixed) const override;
+  std::uint64_t allocated_peak_bytes() const override;
   std::string description() const override {
     return gpt_.checkpointing().enabled()
                ? "single-process reference | activation checkpointing " +

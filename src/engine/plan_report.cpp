@@ -42,6 +42,7 @@ nlohmann::json plan_report(const PlanReportInputs& in) {
   r["scheduled_peak_bytes"] = counts.peak_live_bytes;
   r["measured_scheduled_peak_bytes"] = mem.scheduled_peak;
   r["collective_scratch_peak_bytes"] = mem.scratch_peak;
+  r["predicted_memory"] = memory_json(in.predicted);
 
   const TrafficMeter& meter = *in.meter;
   const auto steps = static_cast<std::uint64_t>(std::max(1, in.steps_run));
@@ -93,10 +94,17 @@ std::string format_plan_report(const nlohmann::json& r) {
     out += fmt::format("  {:<18} {:<10} {:>5} {:>14} {:>14}\n", b["kind"].get<std::string>(), "peak", "",
                        format_bytes(b["schedule_peak_bytes"].get<double>()), shown(b["measured_peak_bytes"].get<double>()));
   }
-  out += fmt::format("  {:<18} {:<10} {:>5} {:>14} {:>14}   (+ {} collective staging)\n", "all of them", "peak", "",
+  out += fmt::format("  {:<18} {:<10} {:>5} {:>14} {:>14}\n", "all of them", "peak", "",
                      format_bytes(r["scheduled_peak_bytes"].get<double>()),
-                     shown(r["measured_scheduled_peak_bytes"].get<double>()),
-                     shown(r["collective_scratch_peak_bytes"].get<double>()));
+                     shown(r["measured_scheduled_peak_bytes"].get<double>()));
+  const auto& p = r["predicted_memory"];
+  const auto bytes = [&](const char* key) { return format_bytes(p[key].get<double>()); };
+  out += fmt::format("  memory model (this rank, the process itself apart): resident {} + schedule buffers and collective "
+                     "staging at their joint peak {} (staging alone {}, {} of it pooled, measured {}) + activations {} = "
+                     "{}\n",
+                     format_bytes(p["weights"].get<double>() + p["grads"].get<double>() + p["optimizer"].get<double>()),
+                     bytes("scheduled_with_staging"), bytes("staging"), bytes("staging_pooled"),
+                     shown(r["collective_scratch_peak_bytes"].get<double>()), bytes("activations"), bytes("total"));
   out += fmt::format("  traffic per optimizer step ({} micro-batches), bytes each rank sends (and receives):\n",
                      r["grad_accum"].get<int>());
   out += fmt::format("  {:<8} {:>6} {:>11} | {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} | {:>6} {:>9}\n", "level", "fanout",

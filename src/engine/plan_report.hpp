@@ -14,6 +14,7 @@
 #include "comm/communicator.hpp"
 #include "comm/traffic_meter.hpp"
 #include "schedule/counting_executor.hpp"
+#include "schedule/memory_model.hpp"
 #include "schedule/step_schedule.hpp"
 
 namespace strata {
@@ -35,6 +36,7 @@ struct PlanReportInputs {
   const StepSchedule* schedule = nullptr;
   const ScheduleCounts* counts = nullptr;  // the counting executor's replay of one step
   MeasuredMemory memory;
+  MemoryPrediction predicted;  // the memory model's figures (its fixed part left out: 0)
   const TrafficMeter* meter = nullptr;
   int steps_run = 0;  // measured steps (the meter's total is divided by them)
 };

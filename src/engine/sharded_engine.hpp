@@ -116,6 +116,8 @@ class ShardedEngine final : public TrainingEngine, public OpExecutor {
   CheckpointRun checkpoint_run() const override;
   std::string description() const override;
   std::string report() override;
+  MemoryPrediction predicted_memory(std::uint64_t fixed) const override;
+  std::uint64_t allocated_peak_bytes() const override;
   bool records_timeline() const override { return options_.record_timeline; }
   std::string timeline_json() const override;
   nlohmann::json traffic_totals() override;

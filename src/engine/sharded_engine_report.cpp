@@ -21,6 +21,15 @@ MeasuredMemory ShardedEngine::measured_memory() const {
   return m;
 }
 
+MemoryPrediction ShardedEngine::predicted_memory(std::uint64_t fixed) const {
+  return predict_memory(schedule_, counts_, gpt_.config(), gpt_.batch(), gpt_.seq_len(), fixed);
+}
+
+std::uint64_t ShardedEngine::allocated_peak_bytes() const {
+  const MeasuredMemory m = measured_memory();
+  return m.weights + m.grads + m.optimizer + m.scheduled_peak + m.scratch_peak + gpt_.allocated_activation_bytes();
+}
+
 std::string ShardedEngine::overlap_mode() const {
   if (!options_.overlap_auto_reason.empty()) return "auto: " + options_.overlap_auto_reason;
   if (!options_.overlap) return "off";
@@ -65,6 +74,7 @@ PlanReportInputs ShardedEngine::report_inputs() const {
   in.schedule = &schedule_;
   in.counts = &counts_;
   in.memory = measured_memory();
+  in.predicted = predicted_memory(0);
   in.meter = &comm_.meter();
   in.steps_run = steps_run_;
   return in;

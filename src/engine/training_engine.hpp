@@ -12,6 +12,7 @@
 
 #include "engine/checkpoint_format.hpp"
 #include "optim/adamw.hpp"
+#include "schedule/memory_model.hpp"
 
 namespace strata {
 
@@ -64,6 +65,12 @@ class TrainingEngine {
   // The whole model's fp32 master weights, on every rank (a collective where sharded): what
   // sampling during training reads.
   virtual UnitBuffers whole_weights() = 0;
+
+  // This rank's peak memory as the memory model predicts it (schedule/memory_model), `fixed`
+  // being the process's own part; and what the engine allocated at its peak (states, schedule
+  // buffers, staging, activations), the model's figures to compare with.
+  virtual MemoryPrediction predicted_memory(std::uint64_t fixed) const = 0;
+  virtual std::uint64_t allocated_peak_bytes() const = 0;
 
   // One line for the run's header: what engine, plan and settings this is.
   virtual std::string description() const = 0;

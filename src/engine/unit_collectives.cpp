@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "comm/collective_staging.hpp"
 #include "comm/hierarchical.hpp"
 #include "comm/multilevel.hpp"
 #include "comm/quantized.hpp"
@@ -39,28 +40,31 @@ class UnitReduction final : public PendingReduction {
   // other wire types go through a narrowed copy; quantized ones (qgZ) are quantized from fp32 hop
   // by hop and summed in fp32, so their piece is fp32.
   UnitReduction(Communicator& comm, const CollectiveSpec& bucket, float* whole_gradient, ScratchPool& scratch)
-      : scratch_(scratch), type_(bucket.quant.enabled() ? DType::kF32 : bucket.dtype), piece_(piece_of(comm, bucket)) {
-    // A bucket packs its parts of the unit gradient first, then reduces them as a whole.
+      : scratch_(scratch), type_(bucket.quant.enabled() ? DType::kF32 : bucket.dtype), piece_(piece_of(comm, bucket)),
+        sizes_(reduction_buffers(comm.topology(), bucket)) {
+    // A bucket packs its parts of the unit gradient first, then reduces them as a whole. The
+    // buffers' sizes are the memory model's (comm/collective_staging).
     const CollectiveSpec spec = packed(bucket);
     float* gradient = whole_gradient;
-    if (bucket.bucketed()) {
-      packed_ = scratch_.acquire(spec.elements * sizeof(float), false);
+    if (sizes_.packed > 0) {
+      packed_ = scratch_.acquire(sizes_.packed, false);
       pack_bucket(whole_gradient, packed_->data(), bucket_layout(comm, bucket), DType::kF32);
       gradient = reinterpret_cast<float*>(packed_->data());
     }
+    out_ = scratch_.acquire(sizes_.out, false);
+    STRATA_CHECK(sizes_.out == piece_ * dtype_size(type_), "a reduced piece of {} bytes for {} elements of {}",
+                 sizes_.out, piece_, dtype_name(type_));
     if (spec.quant.enabled()) {
-      out_ = scratch_.acquire(piece_ * sizeof(float), false);
       request_ = start_quantized_reduce_scatter(comm, spec.quant, gradient, spec.elements, spec.first_level,
                                                 spec.last_level, reinterpret_cast<float*>(out_->data()));
       return;
     }
     void* wire = gradient;
-    if (type_ != DType::kF32) {
-      wire_ = scratch_.acquire(spec.elements * dtype_size(type_), false);
+    if (sizes_.wire > 0) {
+      wire_ = scratch_.acquire(sizes_.wire, false);
       narrow_to(wire_->data(), gradient, spec.elements, type_);
       wire = wire_->data();
     }
-    out_ = scratch_.acquire(piece_ * dtype_size(type_), false);
     request_ = start_reduce_scatter_over(comm, spec.flat, wire, spec.elements, type_, spec.first_level,
                                          spec.last_level, out_->data());
   }
@@ -75,8 +79,8 @@ class UnitReduction final : public PendingReduction {
     if (completed_) return;
     completed_ = true;
     request_->wait();
-    if (type_ != DType::kF32) {  // widened here, so the compute thread only adds
-      wide_ = scratch_.acquire(piece_ * sizeof(float), false);
+    if (sizes_.wide > 0) {  // widened here, so the compute thread only adds
+      wide_ = scratch_.acquire(sizes_.wide, false);
       widen_from(reinterpret_cast<float*>(wide_->data()), out_->data(), piece_, type_);
     }
   }
@@ -92,6 +96,7 @@ class UnitReduction final : public PendingReduction {
   ScratchPool& scratch_;
   DType type_;
   std::size_t piece_;
+  ReductionBuffers sizes_;
   ScratchPool::Buffer wire_, out_, wide_, packed_;
   std::unique_ptr<CommRequest> request_;
   bool completed_ = false;

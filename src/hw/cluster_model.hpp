@@ -33,6 +33,9 @@ struct DeviceModel {
   std::map<std::string, double> stage_efficiency;
   double memory_bandwidth = 0.0;  // bytes/s, for the memory-bound work (optimizer, quantization)
   double memory_bytes = 0.0;      // capacity; 0: unknown (nothing is refused for size)
+  // Memory each rank's process holds beyond what the engine allocates (program, MPI, thread
+  // stacks, allocator): the fixed part of the memory model, measured by calibrate.
+  double process_bytes = 0.0;
   // Whether communication proceeds while the device computes (a GPU's copy engines, a CPU with a
   // core to spare for the communication thread). When false every collective is exposed.
   bool overlaps_communication = true;

@@ -1,6 +1,9 @@
 // The counting executor.
 #include "schedule/counting_executor.hpp"
 
+#include <algorithm>
+#include <optional>
+
 #include "core/error.hpp"
 #include "schedule/op_effects.hpp"
 
@@ -10,6 +13,49 @@ CountingExecutor::CountingExecutor(const StepSchedule& schedule, const Topology&
     : schedule_(schedule), topology_(topology), units_(unit_lifecycles(schedule)) {
   for (auto& v : counts_.bytes) v.assign(static_cast<std::size_t>(topology.level_count()), 0);
   for (auto& v : counts_.calls) v.assign(static_cast<std::size_t>(topology.level_count()), 0);
+}
+
+namespace {
+
+// The staging use of an op's collective (none for ops that start nothing).
+std::optional<StagingUse> staging_use(OpKind kind) {
+  switch (kind) {
+    case OpKind::kGatherStart: return StagingUse::kWeightGather;
+    case OpKind::kReduceScatterStart: return StagingUse::kGradientReduction;
+    case OpKind::kReplicaReduceScatterStart: return StagingUse::kReplicaReduction;
+    case OpKind::kReplicaAllReduceStart: return StagingUse::kReplicaAllReduce;
+    case OpKind::kGatherUpdatedStart: return StagingUse::kUpdatedGather;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+void CountingExecutor::count_staging(const ScheduleOp& op) {
+  const auto key = std::make_pair(op.unit, op.bucket);
+  if (op.kind == OpKind::kReduceScatterWait) {
+    const auto held = staging_held_.find(key);
+    if (held != staging_held_.end()) {
+      staging_live_.pooled -= held->second.pooled;
+      staging_live_.internal -= held->second.internal;
+      staging_held_.erase(held);
+    }
+    return;
+  }
+  const auto use = staging_use(op.kind);
+  if (!use) return;
+  const StagingBytes bytes = collective_staging_bytes(topology_, op.comm, *use);
+  counts_.staging_peak_bytes = std::max(counts_.staging_peak_bytes, staging_live_.total() + bytes.total());
+  live_with_staging_peak_ =
+      std::max(live_with_staging_peak_, ledger_.live_bytes() + staging_live_.total() + bytes.total());
+  counts_.staging_pool_peak_bytes = std::max(counts_.staging_pool_peak_bytes, staging_live_.pooled + bytes.pooled);
+  if (*use == StagingUse::kGradientReduction && bytes.total() > 0) {
+    StagingBytes& held = staging_held_[key];
+    held.pooled += bytes.pooled;
+    held.internal += bytes.internal;
+    staging_live_.pooled += bytes.pooled;
+    staging_live_.internal += bytes.internal;
+  }
 }
 
 void CountingExecutor::execute(const ScheduleOp& op, OpContext& /*context: nothing runs*/) {
@@ -27,6 +73,7 @@ void CountingExecutor::execute(const ScheduleOp& op, OpContext& /*context: nothi
   for (const BufferEffect& b : op.alloc) ledger_.allocate(b);
   counts_.peak_live_bytes = ledger_.peak_bytes();
   counts_.peak_by_kind = ledger_.peak_by_kind();
+  live_with_staging_peak_ = std::max(live_with_staging_peak_, ledger_.live_bytes() + staging_live_.total());
   if (op.comm.is_control()) {
     if (!op.comm.empty()) {
       ++counts_.control_calls;
@@ -41,6 +88,9 @@ void CountingExecutor::execute(const ScheduleOp& op, OpContext& /*context: nothi
       counts_.calls[phase][l] += calls[l];
     }
   }
+  count_staging(op);
+  counts_.peak_with_staging_bytes =
+      std::max(live_with_staging_peak_, counts_.peak_live_bytes + counts_.staging_pool_peak_bytes);
   if (op.kind == OpKind::kForward) counts_.forward_flops += op.flops;
   if (op.kind == OpKind::kBackward) counts_.backward_flops += op.flops;
   if (op.kind == OpKind::kRecompute) counts_.recompute_flops += op.flops;

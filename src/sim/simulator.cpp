@@ -218,17 +218,11 @@ SimulationResult replay_schedule(const StepSchedule& schedule, const SimulationI
   r.model_flops = r.counts.forward_flops + r.counts.backward_flops;
   r.hardware_flops = r.model_flops + r.counts.recompute_flops;
   r.spans = sim.take_spans();
-  for (const ResidentState& s : schedule.resident) {
-    if (s.state == "weights") r.memory.weights = s.bytes;
-    if (s.state == "grads") r.memory.grads = s.bytes;
-    if (s.state == "optimizer") r.memory.optimizer = s.bytes;
-  }
+  static_cast<MemoryPrediction&>(r.memory) = predict_memory(schedule, r.counts, in.model, in.micro_batch, in.seq_len,
+                                                            static_cast<std::uint64_t>(cost.device().process_bytes));
   r.memory.gathered = r.counts.peak_by_kind[static_cast<std::size_t>(BufferKind::kGathered)];
   r.memory.secondary = r.counts.peak_by_kind[static_cast<std::size_t>(BufferKind::kSecondary)];
   r.memory.unit_grads = r.counts.peak_by_kind[static_cast<std::size_t>(BufferKind::kUnitGrad)];
-  r.memory.scheduled_peak = r.counts.peak_live_bytes;
-  const ActivationBytes a = Gpt::activation_bytes(in.model, in.micro_batch, in.seq_len);
-  r.memory.activations = a.total(in.model.n_layer, in.activation_checkpointing);
   return r;
 }
 

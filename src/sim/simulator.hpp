@@ -16,6 +16,7 @@
 #include "hw/cluster_model.hpp"
 #include "sim/cost_model.hpp"
 #include "schedule/counting_executor.hpp"
+#include "schedule/memory_model.hpp"
 
 namespace strata {
 
@@ -30,13 +31,10 @@ struct SimulationInputs : StepOptions {
   bool record_timeline = false;
 };
 
-// Bytes one device holds, by state.
-struct SimulatedMemory {
-  std::uint64_t weights = 0, grads = 0, optimizer = 0;  // resident shards
-  std::uint64_t gathered = 0, secondary = 0, unit_grads = 0;  // schedule peaks, each on its own
-  std::uint64_t scheduled_peak = 0;  // the schedule's buffers together
-  std::uint64_t activations = 0;
-  std::uint64_t total() const { return weights + grads + optimizer + scheduled_peak + activations; }
+// Bytes one device holds, by category (schedule/memory_model), with the schedule's peaks of
+// each buffer kind on its own.
+struct SimulatedMemory : MemoryPrediction {
+  std::uint64_t gathered = 0, secondary = 0, unit_grads = 0;
 };
 
 struct SimulationResult {

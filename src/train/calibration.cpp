@@ -16,6 +16,7 @@
 #include "core/aligned_buffer.hpp"
 #include "core/error.hpp"
 #include "core/median.hpp"
+#include "core/process_memory.hpp"
 #include "core/stopwatch.hpp"
 #include "core/threads.hpp"
 #include "model/cpu/gemm.hpp"
@@ -282,6 +283,17 @@ void fit_device(Communicator& comm, const CalibrationSettings& s, const GptConfi
   Reference ddp, zero3;
   if (!links_only) measure("ddp", s.batch, false, &ddp);
   measure("zero3", s.batch, false, &zero3);
+  if (!links_only) {
+    // The memory model's fixed part, measured in the middle of a run: the resident set with both
+    // reference engines alive less what they allocated (program, MPI, thread stacks, and the
+    // heap's own overhead as training leaves it); the largest over the ranks.
+    std::uint64_t allocated = 0;
+    for (const auto& engine : engines) allocated += engine->allocated_peak_bytes();
+    const auto resident = process_resident_bytes();
+    double fixed = resident > allocated ? static_cast<double>(resident - allocated) : 0.0;
+    comm.all_reduce_control(&fixed, 1, 0, comm.topology().level_count() - 1, ControlOp::kMax);
+    out.cluster.device.process_bytes = fixed;
+  }
   if (!links_only) {
     out.reference_measured_seconds = ddp.measured;
     out.reference_spread = ddp.spread;

@@ -21,6 +21,7 @@
 #include "schedule/counting_executor.hpp"
 #include "schedule/step_schedule.hpp"
 #include "hw/cluster_model.hpp"
+#include "train/auto_plan.hpp"
 
 namespace strata {
 
@@ -114,7 +115,7 @@ int worker_threads(int threads_flag, int ranks_on_host) {
   return std::max(1, cores / std::max(1, ranks_on_host));
 }
 
-EngineSetup plan_engine(const TrainConfig& config, int world) {
+EngineSetup plan_engine(const TrainConfig& config, int world, int ranks_on_host) {
   EngineSetup setup;
   const auto [fail_rank, fail_step] = injected_failure(config, world);
   if (!config.sharded(world)) {
@@ -124,8 +125,24 @@ EngineSetup plan_engine(const TrainConfig& config, int world) {
     return setup;
   }
   setup.topology = std::make_unique<Topology>(resolve_topology(config.topology, world));
-  const PlanResolution resolved =
-      resolve_plan(ShardPlan::parse(config.plan == "auto" ? "hier3" : config.plan, *setup.topology), *setup.topology);
+  ShardPlan plan;
+  if (config.plan == "auto") {
+    const double budget =
+        config.memory_budget.empty() ? default_memory_budget(ranks_on_host) : parse_byte_size(config.memory_budget, "memory-budget");
+    const double host = host_memory_bytes();
+    if (host > 0.0 && budget * ranks_on_host > host) {
+      setup.notes.push_back(fmt::format("warning: a memory budget of {} per rank for {} rank{} on this host is more than "
+                                        "its {} of memory: a plan chosen for it may swap or be killed",
+                                        format_bytes(budget), ranks_on_host, ranks_on_host == 1 ? "" : "s",
+                                        format_bytes(host)));
+    }
+    AutoPlanChoice choice = choose_plan(config, *setup.topology, budget);
+    plan = choice.plan;
+    setup.notes.insert(setup.notes.end(), choice.lines.begin(), choice.lines.end());
+  } else {
+    plan = ShardPlan::parse(config.plan, *setup.topology);
+  }
+  const PlanResolution resolved = resolve_plan(plan, *setup.topology);
   if (!resolved.note.empty()) setup.notes.push_back(resolved.note);
   ShardedEngineOptions& o = setup.options;
   o.plan = resolved.plan;

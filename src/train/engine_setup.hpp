@@ -31,9 +31,10 @@ struct EngineSetup {
 // dgx-a100), "flat", or levels written out.
 Topology resolve_topology(const std::string& spec, int world);
 
-// Local: no collective call. `world` is the job's rank count. Refuses, before anything is
-// allocated, a run that one rank could not hold.
-EngineSetup plan_engine(const TrainConfig& config, int world);
+// Local: no collective call. `world` is the job's rank count, `ranks_on_host` how many share this
+// host (for --plan auto's default budget). Refuses, before anything is allocated, a run that one
+// rank could not hold.
+EngineSetup plan_engine(const TrainConfig& config, int world, int ranks_on_host = 1);
 
 using CommunicatorFactory = std::function<std::unique_ptr<Communicator>(const Topology&)>;
 

@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/path_checks.hpp"
+#include "core/format_units.hpp"
 #include "model/activation_checkpointing.hpp"
 #include "model/cpu/gemm.hpp"
 #include "train/pretrained_weights.hpp"
@@ -137,6 +138,10 @@ void TrainConfig::validate() const {
   STRATA_REQUIRE(boundary_overlap == 0 || boundary_overlap == 1, "boundary-overlap must be 0 or 1 (got {})",
                  boundary_overlap);
   parse_activation_checkpointing(activation_checkpointing);  // refuses a malformed setting with the forms
+  if (!memory_budget.empty()) {
+    STRATA_REQUIRE(parse_byte_size(memory_budget, "memory-budget") > 0.0, "memory-budget must be more than 0 (got '{}')",
+                   memory_budget);
+  }
   STRATA_REQUIRE(std::isfinite(collective_timeout) && collective_timeout >= 0.0 && collective_timeout <= 1e6,
                  "collective-timeout must be between 0 (no watchdog) and 1e6 seconds (got {})", collective_timeout);
   STRATA_REQUIRE(stop_after >= 0, "stop-after must not be negative (got {})", stop_after);

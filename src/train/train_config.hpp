@@ -49,6 +49,12 @@ struct TrainConfig {
   std::string overlap = "auto";   // on (1), off (0), or auto: the faster of the two, measured in the first steps
   int boundary_overlap = 1;       // 1: the step boundary's collectives overlap the last backward and the next forward
   std::string activation_checkpointing = "none";  // none, blocks, or every:K: blocks that recompute in backward
+  // The machine the memory model and --plan auto read: a cluster preset or a file strata
+  // calibrate wrote (its device's process_bytes is the memory model's fixed part).
+  std::string cluster = "cpu";
+  // Memory each rank may hold, for --plan auto (a size such as 2.5GB; empty: the host's available
+  // memory divided among its ranks, less a margin).
+  std::string memory_budget;
   std::string timeline;           // Chrome trace of the run's ops and collectives (empty: none)
   bool report = false;            // print the plan report from the schedule and stop, no step run
 

@@ -5,6 +5,7 @@
 #include <fmt/ostream.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <sys/resource.h>
@@ -19,10 +20,13 @@
 #include "core/blas.hpp"
 #include "core/error.hpp"
 #include "core/exit_codes.hpp"
+#include "core/format_units.hpp"
+#include "core/process_memory.hpp"
 #include "core/median.hpp"
 #include "core/path_checks.hpp"
 #include "core/stop_signals.hpp"
 #include "model/cpu/gemm.hpp"
+#include "train/auto_plan.hpp"
 #include "train/engine_setup.hpp"
 #include "train/sampling.hpp"
 #include "train/output_policy.hpp"
@@ -241,10 +245,32 @@ void Trainer::print_step(const StepRecord& record, std::ostream& out) {
   throw AgreedExit{kExitFailure};
 }
 
-void Trainer::finish(TrainingEngine& engine, std::ostream& out, MetricsLog& metrics) {
+void Trainer::report_memory(TrainingEngine& engine, Communicator& comm, std::ostream& out, MetricsLog& metrics) const {
+  const MemoryPrediction predicted = engine.predicted_memory(process_fixed_bytes(config_.cluster));
+  // The largest of every rank's figures (shards differ by padding; hosts by their libraries).
+  std::array<double, 2> measured{static_cast<double>(process_peak_resident_bytes()),
+                                 static_cast<double>(engine.allocated_peak_bytes())};
+  comm.all_reduce_control(measured.data(), 2, 0, comm.topology().level_count() - 1, ControlOp::kMax);
+  const double resident = measured[0], allocated = measured[1];
+  const auto ratio = [](double a, double b) { return b > 0 ? fmt::format("{:+.1f}%", 100.0 * (a / b - 1.0)) : "-"; };
+  fmt::print(out,
+             "memory per rank: predicted peak {} ({}); measured peak resident set {} (predicted {}); engine "
+             "allocations {} (predicted {}, {})\n",
+             format_bytes(static_cast<double>(predicted.total())), format_memory(predicted), format_bytes(resident),
+             ratio(static_cast<double>(predicted.total()), resident), format_bytes(allocated),
+             format_bytes(static_cast<double>(predicted.engine_allocated())),
+             ratio(static_cast<double>(predicted.engine_allocated()), allocated));
+  metrics.write({{"type", "memory"},
+                 {"predicted", memory_json(predicted)},
+                 {"measured_peak_resident_bytes", resident},
+                 {"measured_engine_allocated_bytes", allocated}});
+}
+
+void Trainer::finish(TrainingEngine& engine, Communicator& comm, std::ostream& out, MetricsLog& metrics) {
   // Every rank takes part; the file gets what crossed each level, and each node's link.
   if (const nlohmann::json traffic = engine.traffic_totals(); !traffic.is_null()) metrics.write(traffic);
   if (const std::string report = engine.report(); !report.empty()) fmt::print(out, "\n{}", report);
+  report_memory(engine, comm, out, metrics);
   if (!config_.timeline.empty()) {
     // Each rank its own file: rank 0 the path given, rank r the path with ".rank<r>".
     const std::string path = rank_ == 0 ? config_.timeline : fmt::format("{}.rank{}", config_.timeline, rank_);
@@ -287,6 +313,9 @@ TrainSummary Trainer::run(TrainingEngine& engine, Communicator& comm, std::ostre
   if (config_.report) {
     // The schedule alone answers: no step runs.
     fmt::print(out, "\n{}", engine.report());
+    const MemoryPrediction predicted = engine.predicted_memory(process_fixed_bytes(config_.cluster));
+    fmt::print(out, "memory per rank: predicted peak {} ({})\n", format_bytes(static_cast<double>(predicted.total())),
+               format_memory(predicted));
     return TrainSummary{};
   }
   print_start(out);
@@ -303,7 +332,7 @@ TrainSummary Trainer::run(TrainingEngine& engine, Communicator& comm, std::ostre
   // Also when no step ran (resumed at the last step): a run with another world size or plan then
   // converts the checkpoint.
   if (!summary.interrupted) save(engine, comm, config_.steps, out);
-  finish(engine, out, metrics);
+  finish(engine, comm, out, metrics);
   return summary;
 }
 

@@ -72,7 +72,9 @@ class Trainer {
   [[noreturn]] void stop_on_nonfinite(const StepOutcome& outcome, int step) const;
   double validation_loss(TrainingEngine& engine);
   void save(TrainingEngine& engine, Communicator& comm, int completed_steps, std::ostream& out);
-  void finish(TrainingEngine& engine, std::ostream& out, MetricsLog& metrics);
+  void finish(TrainingEngine& engine, Communicator& comm, std::ostream& out, MetricsLog& metrics);
+  // Collective: the memory model's peak beside the largest measured peak over the ranks.
+  void report_memory(TrainingEngine& engine, Communicator& comm, std::ostream& out, MetricsLog& metrics) const;
   std::size_t tokens_per_step() const;
 
   TrainConfig config_;
