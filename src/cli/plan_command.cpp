@@ -128,10 +128,10 @@ void run_plan(const PlanState& st) {
              result.memory_limit > 0 ? fmt::format("{:.4g} GB per device", result.memory_limit / 1e9) : "none",
              result.ranked.size(), result.dropped.size());
   if (result.ranked.empty()) {
-    fmt::print("no plan fits. The smallest needs {:.4g} GB per device ({}, prefetch {}): activations {:.4g} GB of it; "
-               "try a smaller --micro-batch, --activation-checkpointing or more nodes.\n",
+    fmt::print("no plan fits. The smallest needs {:.4g} GB per device ({}, prefetch {}: {}); try a smaller "
+               "--micro-batch, --activation-checkpointing or more nodes.\n",
                gb(result.dropped.front().result.memory.total()), result.dropped.front().plan.spec(topology),
-               result.dropped.front().prefetch, gb(result.dropped.front().result.memory.activations));
+               result.dropped.front().prefetch, format_memory(result.dropped.front().result.memory));
     return;
   }
   const std::size_t shown = std::min<std::size_t>(static_cast<std::size_t>(st.top), result.ranked.size());
@@ -143,7 +143,7 @@ void run_plan(const PlanState& st) {
                c.result.step_seconds, c.result.exposed_seconds, c.result.tflops_per_device(), gb(c.result.memory.total()),
                c.plan.spec(topology));
   }
-  fmt::print("\n");
+  fmt::print("\nmemory per device of #1: {}\n\n", format_memory(result.ranked.front().result.memory));
   for (std::size_t i = 0; i < shown && i + 1 < result.ranked.size(); ++i) {
     fmt::print("#{} beats #{}: {}\n", i + 1, i + 2, explain_advantage(result.ranked[i], result.ranked[i + 1], topology));
   }
