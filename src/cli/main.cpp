@@ -38,6 +38,18 @@ void hint_renamed_flags(int argc, char** argv) {
   }
 }
 
+// The vector instruction set this build was compiled for (STRATA_NATIVE: the build machine's).
+// The kernels' reductions run as wide as it allows, so results are bit-identical between builds
+// of the same set only: the golden test keys its record by this name.
+constexpr const char* kBuildVectorIsa =
+#if defined(__AVX512F__)
+    "avx512";
+#elif defined(__AVX2__)
+    "avx2";
+#else
+    "baseline";
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -49,7 +61,7 @@ int main(int argc, char** argv) {
   CLI::App app{"strata: sharded data-parallel training of GPT models, partitioned along the machine's "
                "bandwidth hierarchy.\nRun 'strata <command> --help' for a command's flags; launch with "
                "mpirun -np N for N data-parallel ranks."};
-  app.set_version_flag("--version", "strata 0.1.0");
+  app.set_version_flag("--version", fmt::format("strata 0.1.0 ({} build)", kBuildVectorIsa));
   app.require_subcommand(1);
   strata::add_train_command(app);
   strata::add_models_command(app);

@@ -2,8 +2,8 @@
 # A refactor guard: 4-rank hier3 runs with int8 weight gathers and int4 gradient reduction (fp32
 # and bf16 working weights, two micro-batches, an evaluation every 3 steps) must give the losses,
 # gradient norms, traffic-meter totals and checkpoint file digests recorded in
-# tests/golden/hier3_quantized.txt, bit for bit. The plain-loop matmul keeps the bits independent
-# of the BLAS kernels a CPU picks. A change meant to alter results records anew with
+# tests/golden/hier3_quantized.<vector set>.txt, bit for bit. The plain-loop matmul keeps the bits
+# independent of the BLAS kernels a CPU picks. A change meant to alter results records anew with
 # `golden_run.sh <strata> <mpirun...> --record` and says why in its commit.
 # usage: golden_run.sh <strata> <mpirun command ending in -np> [--record]
 set -euo pipefail
@@ -11,7 +11,16 @@ STRATA=$1; shift
 record=0
 if [ "${*: -1}" = "--record" ]; then record=1; set -- "${@:1:$#-1}"; fi
 MPIRUN=("$@")
-golden="$(dirname "$0")/../golden/hier3_quantized.txt"
+# The kernels' reductions (omp simd) run as wide as the build's vector set: 16 lanes and 8 sum in
+# different orders, so the bits are recorded per set (`strata --version` names it).
+isa=$("$STRATA" --version | sed -n 's/.*(\(.*\) build).*/\1/p')
+[ -n "$isa" ] || { echo "FAIL: '$STRATA --version' names no vector instruction set"; exit 1; }
+golden="$(dirname "$0")/../golden/hier3_quantized.$isa.txt"
+if [ "$record" = 0 ] && [ ! -f "$golden" ]; then
+  echo "FAIL: no results are recorded for a $isa build ($golden): record them once with" \
+    "golden_run.sh <strata> <mpirun...> --record on a commit whose results are trusted"
+  exit 1
+fi
 work=$(mktemp -d /tmp/strata-golden.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 for dtype in fp32 bf16; do
