@@ -1,7 +1,7 @@
 """Independent PyTorch reference for Strata's GPT-2: builds the model with torch.nn and autograd,
 and writes one case file (a Strata tensor archive) per configuration holding the weights, the
 batches, the loss, logits and every parameter gradient of one micro-batch (in fp32, and under
-torch.autocast with bf16), and the losses and
+with bf16 products, as torch.autocast specifies them), and the losses and
 final weights of 5 AdamW steps with gradient accumulation, clipping, weight-decay groups and the
 warmup + cosine schedule. The C++ test tests/unit/test_gpt_vs_torch.cpp loads these files.
 
@@ -28,6 +28,29 @@ LR, WARMUP, MIN_LR_RATIO = 3e-3, 2, 0.1
 BETA1, BETA2, EPS, WEIGHT_DECAY = 0.9, 0.95, 1e-8, 0.1
 
 
+# The bf16 pass: every product (the linear layers, attention's two, the tied head) takes its inputs
+# rounded to bf16 and rounds its output, as torch.autocast("cpu", bfloat16) specifies, but computes
+# in fp32 on the rounded values. autocast itself does not do that on every CPU: PyTorch 1.13's bf16
+# products go to oneDNN where the CPU has AVX-512, and elsewhere (AVX2) to ATen's own bf16 loops,
+# which round partial sums too (measured 4-8e-2 of max|grad| from Strata, against 1.1-1.3e-2 with
+# oneDNN). Written out, the reference is the same on every CPU up to fp32 reassociation.
+BF16 = False
+
+
+def bf16_round(x):
+    return x.bfloat16().float()
+
+
+def product(a, b):
+    return bf16_round(bf16_round(a) @ bf16_round(b)) if BF16 else a @ b
+
+
+def linear(layer, x):
+    if not BF16:
+        return layer(x)
+    return bf16_round(bf16_round(x) @ bf16_round(layer.weight).T + bf16_round(layer.bias))
+
+
 class Attention(nn.Module):
     def __init__(self, c, heads):
         super().__init__()
@@ -37,14 +60,14 @@ class Attention(nn.Module):
 
     def forward(self, x):
         b, t, c = x.shape
-        q, k, v = self.c_attn(x).split(c, dim=2)
+        q, k, v = linear(self.c_attn, x).split(c, dim=2)
         hs = c // self.heads
         q, k, v = (z.view(b, t, self.heads, hs).transpose(1, 2) for z in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+        att = product(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
         mask = torch.tril(torch.ones(t, t, dtype=torch.bool))
         att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
-        return self.c_proj(y)
+        y = product(att, v).transpose(1, 2).contiguous().view(b, t, c)
+        return linear(self.c_proj, y)
 
 
 class Mlp(nn.Module):
@@ -54,7 +77,7 @@ class Mlp(nn.Module):
         self.c_proj = nn.Linear(4 * c, c)
 
     def forward(self, x):
-        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+        return linear(self.c_proj, F.gelu(linear(self.c_fc, x), approximate="tanh"))
 
 
 class Block(nn.Module):
@@ -83,7 +106,7 @@ class Gpt(nn.Module):
         x = self.wte(idx) + self.wpe(torch.arange(t))
         for block in self.h:
             x = block(x)
-        logits = self.ln_f(x) @ self.wte.weight.T  # tied LM head
+        logits = product(self.ln_f(x), self.wte.weight.T)  # tied LM head
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
         return logits, loss
 
@@ -146,10 +169,12 @@ def build_case(case, out_dir):
         out[f"grad.{strata_name(pname)}"] = p.grad.numpy().copy()
     model.zero_grad(set_to_none=True)
 
-    # The same micro-batch under bf16 autocast (matmul inputs in bf16, as Strata's
-    # --compute-dtype bf16; PyTorch also keeps the matmul outputs in bf16, which Strata does not).
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        logits, loss = model(inputs[0], targets[0])
+    # The same micro-batch with bf16 products (inputs in bf16, as Strata's --compute-dtype bf16;
+    # the reference also rounds each product's output to bf16, as autocast does and Strata does not).
+    global BF16
+    BF16 = True
+    logits, loss = model(inputs[0], targets[0])
+    BF16 = False
     loss.float().backward()
     out["bf16.loss"] = np.array(loss.item(), dtype=np.float64)
     out["bf16.logits"] = logits.detach().float().numpy().copy()
