@@ -2,12 +2,12 @@
 #include "train/auto_plan.hpp"
 
 #include <fmt/format.h>
-#include <sys/sysinfo.h>
 
-#include <fstream>
+#include <algorithm>
 
 #include "core/error.hpp"
 #include "core/format_units.hpp"
+#include "core/process_memory.hpp"
 #include "hw/cluster_model.hpp"
 #include "sim/planner.hpp"
 
@@ -42,30 +42,10 @@ std::string candidate_line(int place, const PlanCandidate& c, const Topology& t)
                      format_seconds(c.result.step_seconds), format_bytes(static_cast<double>(c.result.memory.total())));
 }
 
-double meminfo_bytes(const std::string& key) {
-  std::ifstream in("/proc/meminfo");
-  std::string name;
-  double kilobytes = 0.0;
-  std::string unit;
-  while (in >> name >> kilobytes) {
-    std::getline(in, unit);
-    if (name == key + ":") return kilobytes * 1024.0;
-  }
-  return 0.0;
-}
-
 }  // namespace
 
-double host_memory_bytes() {
-  struct sysinfo info {};
-  if (::sysinfo(&info) != 0) return 0.0;
-  return static_cast<double>(info.totalram) * info.mem_unit;
-}
-
-double host_available_bytes() { return meminfo_bytes("MemAvailable"); }
-
 double default_memory_budget(int ranks_on_host) {
-  return host_available_bytes() * (1.0 - kBudgetMargin) / std::max(1, ranks_on_host);
+  return static_cast<double>(host_available_bytes()) * (1.0 - kBudgetMargin) / std::max(1, ranks_on_host);
 }
 
 std::uint64_t process_fixed_bytes(const std::string& cluster) {

@@ -27,9 +27,6 @@ AutoPlanChoice choose_plan(const TrainConfig& config, const Topology& topology, 
 // kBudgetMargin of it (for what the host's other processes and the page cache will want).
 constexpr double kBudgetMargin = 0.10;
 double default_memory_budget(int ranks_on_host);
-// The host's memory (RAM, no swap) and its available memory now, in bytes (0: unknown).
-double host_memory_bytes();
-double host_available_bytes();
 
 // The fixed part of the memory model: --cluster's process_bytes.
 std::uint64_t process_fixed_bytes(const std::string& cluster);

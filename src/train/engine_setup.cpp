@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fmt/format.h>
-#include <sys/sysinfo.h>
 
 #include <cstdio>
 #include <thread>
@@ -13,6 +12,7 @@
 #include "comm/local_communicator.hpp"
 #include "core/error.hpp"
 #include "core/format_units.hpp"
+#include "core/process_memory.hpp"
 #include "core/threads.hpp"
 #include "engine/local_engine.hpp"
 #include "engine/sharded_engine.hpp"
@@ -71,11 +71,7 @@ void check_injected_failure_runs(const TrainConfig& config, int first_step) {
 namespace {
 
 // This machine's memory and swap, in bytes (0 when unknown).
-std::uint64_t machine_memory_bytes() {
-  struct sysinfo info {};
-  if (::sysinfo(&info) != 0) return 0;
-  return (static_cast<std::uint64_t>(info.totalram) + info.totalswap) * info.mem_unit;
-}
+std::uint64_t machine_memory_bytes() { return host_memory_bytes() + host_swap_bytes(); }
 
 // Refuses, before anything is allocated, a run one rank of which could not hold its states and
 // activations even with all of this machine's memory and swap: a sentence instead of
@@ -129,7 +125,7 @@ EngineSetup plan_engine(const TrainConfig& config, int world, int ranks_on_host)
   if (config.plan == "auto") {
     const double budget =
         config.memory_budget.empty() ? default_memory_budget(ranks_on_host) : parse_byte_size(config.memory_budget, "memory-budget");
-    const double host = host_memory_bytes();
+    const auto host = static_cast<double>(host_memory_bytes());
     if (host > 0.0 && budget * ranks_on_host > host) {
       setup.notes.push_back(fmt::format("warning: a memory budget of {} per rank for {} rank{} on this host is more than "
                                         "its {} of memory: a plan chosen for it may swap or be killed",
