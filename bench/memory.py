@@ -48,7 +48,7 @@ def run(strata, mpirun, model, recompute, steps, metrics):
     memory = [r for r in records if r["type"] == "memory"][-1]
     ms = [r["ms"] for r in records if r["type"] == "step" and r["step"] > 1]
     p = memory["predicted"]
-    engine = p["weights"] + p["grads"] + p["optimizer"] + p["scheduled_buffers"] + p["staging_pooled"] + p["activations"]
+    engine = p["engine_allocated"]
     return {"predicted_bytes": p["total"], "measured_peak_resident_bytes": memory["measured_peak_resident_bytes"],
             "predicted_engine_bytes": engine, "measured_engine_bytes": memory["measured_engine_allocated_bytes"],
             "activation_bytes": p["activations"], "median_step_ms": statistics.median(ms) if ms else None,

@@ -41,9 +41,17 @@ MemoryPrediction predict_reference_memory(const GptConfig& model, int micro_batc
 }
 
 nlohmann::json memory_json(const MemoryPrediction& m) {
-  return {{"weights", m.weights},         {"grads", m.grads},     {"optimizer", m.optimizer},
-          {"scheduled_buffers", m.scheduled}, {"staging", m.staging}, {"staging_pooled", m.staging_pooled}, {"scheduled_with_staging", m.scheduled_with_staging}, {"activations", m.activations},
-          {"fixed", m.fixed},             {"total", m.total()}};
+  return {{"weights", m.weights},
+          {"grads", m.grads},
+          {"optimizer", m.optimizer},
+          {"scheduled_buffers", m.scheduled},
+          {"staging", m.staging},
+          {"staging_pooled", m.staging_pooled},
+          {"scheduled_with_staging", m.scheduled_with_staging},
+          {"activations", m.activations},
+          {"fixed", m.fixed},
+          {"engine_allocated", m.engine_allocated()},
+          {"total", m.total()}};
 }
 
 std::string format_memory(const MemoryPrediction& m) {

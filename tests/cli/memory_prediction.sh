@@ -20,7 +20,7 @@ assert rec, f"{label}: no memory record in {path}"
 m = rec[-1]
 p = m["predicted"]
 resident, allocated = m["measured_peak_resident_bytes"], m["measured_engine_allocated_bytes"]
-engine = p["weights"] + p["grads"] + p["optimizer"] + p["scheduled_buffers"] + p["staging_pooled"] + p["activations"]
+engine = p["engine_allocated"]
 r1, r2 = p["total"] / resident - 1, engine / allocated - 1
 print(f"{label}: predicted {p['total']/1e6:.1f} MB, measured {resident/1e6:.1f} MB ({100*r1:+.1f}%); "
       f"engine {engine/1e6:.1f} MB vs {allocated/1e6:.1f} MB ({100*r2:+.1f}%)")
