@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -70,16 +71,22 @@ void run_largest(const PlanState& st, const ClusterModel& cluster, const Topolog
       SimulatedMemory best_memory;
       std::string next = "-";
       if (st.n_embd > 0) {
-        // The peak grows with the layer count: the largest that fits, by bisection.
+        // The peak grows with the layer count: the largest that fits, by bisection. The bisection
+        // has simulated both the largest and the one past it; each count is simulated once.
+        std::map<int, SimulatedMemory> simulated;
+        auto at = [&](int layers) -> const SimulatedMemory& {
+          auto it = simulated.find(layers);
+          if (it == simulated.end()) it = simulated.emplace(layers, need(plan, recompute, shaped(layers))).first;
+          return it->second;
+        };
         int lo = 0, hi = 1;
-        while (hi <= 4096 && need(plan, recompute, shaped(hi)).total() <= limit) lo = hi, hi *= 2;
+        while (hi <= 4096 && at(hi).total() <= limit) lo = hi, hi *= 2;
         while (hi - lo > 1) {
           const int mid = (lo + hi) / 2;
-          (need(plan, recompute, shaped(mid)).total() <= limit ? lo : hi) = mid;
+          (at(mid).total() <= limit ? lo : hi) = mid;
         }
-        if (lo > 0) best = shaped(lo), best_memory = need(plan, recompute, *best);
-        next = fmt::format("{} layers need {}", lo + 1,
-                           format_bytes(static_cast<double>(need(plan, recompute, shaped(lo + 1)).total())));
+        if (lo > 0) best = shaped(lo), best_memory = at(lo);
+        next = fmt::format("{} layers need {}", lo + 1, format_bytes(static_cast<double>(at(lo + 1).total())));
       } else {
         for (const GptConfig& m : models) {
           const SimulatedMemory mem = need(plan, recompute, m);
